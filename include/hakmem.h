@@ -1,0 +1,195 @@
+/* hakmem.h — public interface of libhakmem, a general-purpose allocator for Linux x86-64.
+ *
+ * Three ways to use it:
+ *   - LD_PRELOAD=libhakmem.so prog     (or `hakmem run -- prog`): replaces malloc for a whole process;
+ *   - link with -lhakmem (shared or static): the standard names resolve to hakmem;
+ *   - call the hak_* functions below directly.
+ *
+ * Every hak_* allocation function has the semantics of its standard counterpart as glibc documents it:
+ * malloc(0) returns a unique pointer, sizes are 16-byte aligned for requests >= 16, every size or count
+ * overflow returns NULL with errno = ENOMEM, and memory from one hak_* function may be released by free()
+ * or hak_free() alike.
+ */
+#ifndef HAKMEM_H
+#define HAKMEM_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/** Version of this header and library: major, minor, patch, and the three combined as one integer. */
+#define HAKMEM_VERSION_MAJOR 0
+#define HAKMEM_VERSION_MINOR 1
+#define HAKMEM_VERSION_PATCH 0
+#define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
+
+/* ---- Allocation ------------------------------------------------------------------------------------ */
+
+/** Allocate `size` bytes (16-byte aligned when size >= 16). NULL with errno = ENOMEM on failure. */
+void *hak_malloc(size_t size);
+/** Allocate `count * size` zeroed bytes; NULL with errno = ENOMEM if the product overflows. */
+void *hak_calloc(size_t count, size_t size);
+/** Resize `ptr` to `size` bytes keeping its contents. realloc(NULL, n) is malloc(n); realloc(p, 0) frees p
+ *  and returns NULL. On failure the old block stays valid and NULL is returned with errno = ENOMEM. */
+void *hak_realloc(void *ptr, size_t size);
+/** realloc(ptr, count * size) with overflow check (NULL, errno = ENOMEM, old block intact). */
+void *hak_reallocarray(void *ptr, size_t count, size_t size);
+/** Release a block from any hak_ or standard allocation function. NULL is ignored. A pointer that
+ *  hakmem never returned is reported on stderr and the process aborts. */
+void hak_free(void *ptr);
+/** free() with the size the block was requested with (C23); a wrong size is detected in hardened builds. */
+void hak_free_sized(void *ptr, size_t size);
+/** free() with the alignment and size the block was requested with (C23). */
+void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
+/** Allocate with `alignment` (a power of two). NULL with errno = EINVAL for a bad alignment; alignments up
+ *  to 4 MiB and beyond are supported. Unlike C11, any size is accepted. */
+void *hak_aligned_alloc(size_t alignment, size_t size);
+/** POSIX: store an allocation aligned to `alignment` (a power of two multiple of sizeof(void*)) in *out.
+ *  Returns 0, EINVAL for a bad alignment or ENOMEM; *out is untouched on every error. */
+int hak_posix_memalign(void **out, size_t alignment, size_t size);
+/** Obsolete memalign: like aligned_alloc; alignments below 16 are raised to 16. */
+void *hak_memalign(size_t alignment, size_t size);
+/** Page-aligned allocation of `size` bytes. */
+void *hak_valloc(size_t size);
+/** Page-aligned allocation of `size` rounded up to whole pages (pvalloc(0) allocates one page). */
+void *hak_pvalloc(size_t size);
+/** Number of bytes usable at `ptr` (>= the size requested); all of them may be written. 0 for NULL. */
+size_t hak_usable_size(const void *ptr);
+
+/* ---- Maintenance and statistics ------------------------------------------------------------------ */
+
+/** Return free memory to the OS now. With force = false only memory whose purge delay has expired is
+ *  released; with force = true every free page of every cache is released, and memory of exited threads
+ *  is reclaimed first. */
+void hak_collect(bool force);
+
+/** Size tiers, as counted in struct hak_stats. */
+enum hak_tier {
+  HAK_TIER_SMALL = 0,  /**< 1 .. 1024 bytes: per-thread pages of 64 KiB */
+  HAK_TIER_MEDIUM = 1, /**< 1 KiB .. 512 KiB: per-thread runs of 64 KiB slices */
+  HAK_TIER_LARGE = 2,  /**< above 512 KiB: dedicated mappings, cached after free */
+  HAK_TIER_COUNT = 3
+};
+
+/** A snapshot of the allocator's counters since the process started. */
+struct hak_stats {
+  uint64_t allocs[HAK_TIER_COUNT];      /**< allocations per tier */
+  uint64_t alloc_bytes[HAK_TIER_COUNT]; /**< bytes handed out per tier (block sizes, not requests) */
+  uint64_t frees;                       /**< blocks freed, all tiers */
+  uint64_t remote_frees;                /**< of those, freed by a thread other than the owner */
+  uint64_t committed_bytes;             /**< bytes of mappings currently backed or backable by RAM */
+  uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */
+  uint64_t mapped_bytes;                /**< bytes of address space currently mapped */
+  uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls; /**< OS calls made */
+  uint64_t large_cache_hits, large_cache_misses; /**< large tier: reuse of a cached mapping or not */
+  uint64_t threads_started, threads_exited;      /**< thread heaps created and abandoned */
+  uint64_t segments_reclaimed;          /**< segments of exited threads taken over by live threads */
+  uint64_t minor_faults, major_faults;  /**< page faults of the process (getrusage) */
+  uint64_t peak_rss_bytes;              /**< peak resident set of the process (getrusage) */
+  uint64_t current_rss_bytes;           /**< resident set now (/proc/self/statm) */
+};
+
+/** Fill *out with current counters (merged from every thread). Returns 0, or EINVAL if out is NULL. */
+int hak_stats_get(struct hak_stats *out);
+/** Print the counters in a human-readable block to `out` (stderr if NULL). This is what HAKMEM_STATS=1
+ *  prints at exit. The first line starts with "hakmem stats:" so tools can check hakmem was in use. */
+void hak_stats_print(FILE *out);
+
+/* ---- Options ------------------------------------------------------------------------------------- */
+
+/** Run-time options. Each is read once from its environment variable (HAKMEM_<NAME>) on first use of the
+ *  allocator; hak_option_set changes it later. The README has the table with defaults. */
+enum hak_option {
+  HAK_OPT_STATS = 0,       /**< HAKMEM_STATS: 1 = print statistics to stderr at exit (default 0) */
+  HAK_OPT_VERBOSE,         /**< HAKMEM_VERBOSE: 0 silent, 1 warnings, 2 also the options in force */
+  HAK_OPT_PROFILE,         /**< HAKMEM_PROFILE: 0 fast, 1 balanced (default), 2 lean; sets the defaults of
+                                the options below; names fast|balanced|lean in the environment */
+  HAK_OPT_PURGE_DELAY_MS,  /**< HAKMEM_PURGE_DELAY_MS: how long free memory stays committed before it is
+                                returned to the OS; -1 never, 0 at once */
+  HAK_OPT_PURGE_MODE,      /**< HAKMEM_PURGE_MODE: 0 = MADV_DONTNEED (RSS drops at once), 1 = MADV_FREE */
+  HAK_OPT_HUGE_PAGES,      /**< HAKMEM_HUGE_PAGES: 1 = ask for transparent huge pages on big mappings */
+  HAK_OPT_DRAIN_INTERVAL,  /**< HAKMEM_DRAIN_INTERVAL (also HAKMEM_TINY_SLL_DRAIN_INTERVAL): slow-path
+                                events (a page running out of blocks or becoming empty) between the passes
+                                in which a thread hands its empty pages back to its segments, 1..1000000 */
+  HAK_OPT_LARGE_CACHE_MB,  /**< HAKMEM_LARGE_CACHE_MB: most megabytes of freed large blocks kept mapped */
+  HAK_OPT_COUNT
+};
+
+/** Current value of an option, or -1 for an unknown option. */
+long hak_option_get(enum hak_option option);
+/** Set an option; returns 0, or EINVAL for an unknown option or a value out of its range. */
+int hak_option_set(enum hak_option option, long value);
+/** Name of an option's environment variable ("HAKMEM_STATS"...), or NULL for an unknown option. */
+const char *hak_option_name(enum hak_option option);
+
+/* ---- Regions: big buffers that page well ----------------------------------------------------------- */
+
+/** A region: `ptr` points at `capacity` bytes, a power of two from 2 MiB (HAK_REGION_MIN) to 64 GiB
+ *  (HAK_REGION_MAX). Treat the fields as read-only; pass the struct back to hak_region_free. */
+struct hak_region {
+  void *ptr;             /**< start of the memory, 2 MiB aligned */
+  size_t capacity;       /**< usable bytes: the class size */
+  uint32_t size_class;   /**< index of the class: capacity == HAK_REGION_MIN << size_class */
+  uint32_t generation;   /**< stamp checked by hak_region_free to detect a double free */
+};
+
+#define HAK_REGION_MIN ((size_t)2 << 20)  /**< smallest region class: 2 MiB */
+#define HAK_REGION_MAX ((size_t)64 << 30) /**< largest region class: 64 GiB */
+#define HAK_REGION_CLASSES 16             /**< number of classes: 2 MiB, 4 MiB, ... 64 GiB */
+
+/** Allocate a region of at least `bytes` bytes. Returns 0 and fills *out, or an errno code:
+ *  EINVAL (bytes == 0, out == NULL), EOVERFLOW (bytes above HAK_REGION_MAX), ENOMEM (the OS refused),
+ *  ENOTSUP (regions disabled by configuration). */
+int hak_region_alloc(size_t bytes, struct hak_region *out);
+/** Give a region back. Returns 0, or EINVAL if `region` is not a live region (already freed, never
+ *  allocated, or its fields were changed); nothing is freed then. */
+int hak_region_free(struct hak_region *region);
+/** Ask the OS to read in [offset, offset + len) of the region ahead of use (MADV_WILLNEED). Returns 0, or
+ *  EINVAL when the range does not lie inside the region or the region is not live. */
+int hak_region_prefetch(const struct hak_region *region, size_t offset, size_t len);
+
+/** Configuration of the region allocator; get the current one with hak_region_get_config. */
+struct hak_region_config {
+  bool enabled;                    /**< false: hak_region_alloc returns ENOTSUP */
+  uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread */
+  size_t release_bytes_per_tick;   /**< most dirty bytes the background thread releases per period */
+  bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once */
+  size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache */
+  uint32_t growth_dampener;        /**< a new area holds max(1, regions_in_class >> dampener) regions */
+  bool huge_pages;                 /**< ask for transparent huge pages on areas */
+};
+
+/** Copy the configuration in force to *out. Returns 0 or EINVAL (out == NULL). */
+int hak_region_get_config(struct hak_region_config *out);
+/** Replace the configuration. Returns 0 or EINVAL (cfg == NULL or a field out of range). */
+int hak_region_configure(const struct hak_region_config *cfg);
+
+/** Counters of one region class. */
+struct hak_region_class_stats {
+  size_t class_bytes;        /**< capacity of a region of this class */
+  uint64_t areas;            /**< areas mapped now */
+  uint64_t mapped_bytes;     /**< bytes of those areas */
+  uint64_t free_regions;     /**< regions not in use (dirty + clean) */
+  uint64_t dirty_regions;    /**< free regions whose pages are still committed */
+  uint64_t clean_regions;    /**< free regions already returned to the OS */
+  uint64_t allocations;      /**< hak_region_alloc calls served */
+  uint64_t slow_path;        /**< allocations that missed the thread cache */
+  uint64_t refills;          /**< areas mapped to serve allocations */
+  uint64_t frees;            /**< hak_region_free calls accepted */
+  uint64_t bytes_released;   /**< bytes given back to the OS (madvise or munmap) */
+  uint64_t release_errors;   /**< madvise calls that failed (never fatal) */
+};
+
+/** Fill out[0 .. max) with the counters of classes 0 .. max-1; returns the number filled
+ *  (at most HAK_REGION_CLASSES), or 0 if out is NULL. */
+size_t hak_region_stats(struct hak_region_class_stats *out, size_t max);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* HAKMEM_H */

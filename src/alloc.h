@@ -1,0 +1,106 @@
+/* alloc.h — the fast paths of malloc and free, inlined into the public entry points (api.c) and into
+ * the standard-name overrides (override.c). Everything here is lock-free and touches only the calling
+ * thread's heap, the page of the block and the pagemap. Anything unusual goes to a slow path. */
+#ifndef HAK_ALLOC_H
+#define HAK_ALLOC_H
+
+#include <errno.h>
+#include <string.h>
+
+#include "internal.h"
+
+#if HAK_SECURE
+#define HAK_FREED_TAG ((uintptr_t)0xfee1dead5a5a5a5aull)
+
+static inline uintptr_t hak_canary(const hak_page *page, const void *block) {
+  return page->key ^ (uintptr_t)block ^ (uintptr_t)0xa5c3a5c3a5c3a5c3ull;
+}
+
+/* Hardened builds: check the popped block and arm its canary. */
+static inline void *hak_secure_on_alloc(hak_page *page, hak_block *b) {
+  uintptr_t lo = (uintptr_t)page->start, off = (uintptr_t)b - lo;
+  if (unlikely((uintptr_t)b < lo || off >= (uintptr_t)page->capacity * page->block_size || off % page->block_size))
+    hak_fatal("free-list corruption detected at", b, page->size_class);
+  ((uintptr_t *)b)[1] = 0;
+  uintptr_t *canary = (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
+  *canary = hak_canary(page, b);
+  return b;
+}
+#endif
+
+/* Pop a block from the page's free list; NULL if empty. */
+static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
+  hak_block *b = page->free;
+  if (unlikely(b == NULL)) return NULL;
+  page->free = hak_next_decode(page, b);
+  page->used++;
+  HAK_COUNT(heap->counters.allocs[page->size_class]);
+#if HAK_SECURE
+  return hak_secure_on_alloc(page, b);
+#else
+  return b;
+#endif
+}
+
+/* malloc for sizes up to HAK_MEDIUM_MAX (already including the canary in hardened builds). */
+static inline void *hak_alloc_inline(size_t size) {
+  hak_heap *heap = hak_tls_heap;
+  if (likely(size <= HAK_SMALL_MAX)) {
+    hak_page *page = heap->direct[hak_direct_index(size)];
+    void *p = hak_page_pop(heap, page);
+    if (likely(p != NULL)) return p;
+    return hak_alloc_slow(heap, size, hak_size_class(size));
+  }
+  unsigned cls = hak_size_class(size);
+  hak_page *page = heap->pages[cls].first;
+  if (page != NULL) {
+    void *p = hak_page_pop(heap, page);
+    if (likely(p != NULL)) return p;
+  }
+  return hak_alloc_slow(heap, size, cls);
+}
+
+/* Full malloc: tiers by size, large tier above HAK_MEDIUM_MAX. */
+static inline void *hak_malloc_inline(size_t size) {
+  if (likely(size <= HAK_MEDIUM_MAX - HAK_CANARY_SIZE)) return hak_alloc_inline(size + HAK_CANARY_SIZE);
+  return hak_large_alloc(size, 0, false);
+}
+
+__attribute__((noinline, cold)) void hak_free_other(void *p);
+
+#if HAK_SECURE
+void hak_secure_check_free(hak_segment *seg, hak_page *page, hak_block *b);
+#endif
+
+/* free. */
+static inline void hak_free_inline(void *p) {
+  hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
+  if (unlikely(hak_pagemap_get(p) != (void *)seg || p == NULL)) {
+    hak_free_other(p);
+    return;
+  }
+  hak_page *page = hak_segment_page_of(seg, p);
+  hak_block *b = (hak_block *)p;
+#if HAK_SECURE
+  hak_secure_check_free(seg, page, b);
+#endif
+  hak_heap *heap = hak_tls_heap;
+  if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
+    uint32_t used = page->used;
+    if (unlikely(used <= 1 || page->in_full || b == page->local_free)) {
+      hak_free_local_slow(heap, seg, page, b);
+      return;
+    }
+    hak_next_encode(page, b, page->local_free);
+    page->local_free = b;
+    page->used = used - 1;
+    HAK_COUNT(heap->counters.frees);
+  } else {
+    hak_page_remote_free(seg, page, b);
+  }
+}
+
+/* Usable size of a block known to be ours, or 0 for NULL; aborts on a pointer that is not ours. */
+size_t hak_usable_size_of(const void *p);
+
+#endif

@@ -1,0 +1,160 @@
+/* api.c — the public hak_* allocation functions of hakmem.h: size and alignment validation, overflow
+ * checks, and dispatch to the inline fast paths (alloc.h) or the large tier. The standard names
+ * (override.c) call the same code. */
+#include "alloc.h"
+
+/* Allocation with alignment `align` (a power of two). Small and medium requests with alignments up to
+ * 64 KiB use the smallest class whose block size is a multiple of the alignment: pages start on 64 KiB
+ * boundaries, so every block of such a class is aligned. */
+static void *alloc_aligned(size_t align, size_t size) {
+  if (align <= 16) return hak_malloc_inline(size);
+  if (align <= HAK_LARGE_ALIGN_MAX && size <= HAK_MEDIUM_MAX - HAK_CANARY_SIZE) {
+    size_t want = size + HAK_CANARY_SIZE;
+    unsigned cls = hak_size_class(want < align ? align : want);
+    while (cls < HAK_CLASS_COUNT && hak_class_size(cls) % align != 0) cls++;
+    if (cls < HAK_CLASS_COUNT) return hak_alloc_inline(hak_class_size(cls));
+  }
+  return hak_large_alloc(size, align, false);
+}
+
+static bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
+
+HAK_API void *hak_malloc(size_t size) { return hak_malloc_inline(size); }
+
+HAK_API void hak_free(void *p) { hak_free_inline(p); }
+
+HAK_API void *hak_calloc(size_t count, size_t size) {
+  size_t total;
+  if (unlikely(__builtin_mul_overflow(count, size, &total))) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  if (total > HAK_MEDIUM_MAX - HAK_CANARY_SIZE) return hak_large_alloc(total, 0, true);
+  void *p = hak_alloc_inline(total + HAK_CANARY_SIZE);
+  if (likely(p != NULL)) memset(p, 0, total);
+  return p;
+}
+
+size_t hak_usable_size_of(const void *p) {
+  if (p == NULL) return 0;
+  void *owner = hak_pagemap_get(p);
+  hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
+  if (owner == (void *)seg) {
+    hak_page *page = hak_segment_page_of(seg, p);
+    if (page->slice_count == 0) hak_fatal("usable size asked of a pointer that is not an allocated block:", p, -1);
+    return page->block_size - HAK_CANARY_SIZE;
+  }
+  if (owner != NULL && ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG)) {
+    hak_large *h = (hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG);
+    if (h->user == p && !h->cached) return hak_large_usable(h);
+  }
+  hak_fatal("usable size asked of a pointer hakmem never returned:", p, -1);
+}
+
+HAK_API size_t hak_usable_size(const void *p) { return hak_usable_size_of(p); }
+
+HAK_API void *hak_realloc(void *p, size_t size) {
+  if (p == NULL) return hak_malloc_inline(size);
+  if (size == 0) {
+    hak_free_inline(p);
+    return NULL;
+  }
+  size_t usable = hak_usable_size_of(p);
+  void *owner = hak_pagemap_get(p);
+  bool is_large = ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG) != 0;
+  if (is_large && size > HAK_MEDIUM_MAX) {
+    void *q = hak_large_realloc((hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG), p, size);
+    if (q == NULL) errno = ENOMEM;
+    return q;
+  }
+  if (!is_large && size <= usable && size >= usable / 2) return p;
+  void *q = hak_malloc_inline(size);
+  if (q == NULL) return NULL;
+  memcpy(q, p, size < usable ? size : usable);
+  hak_free_inline(p);
+  return q;
+}
+
+HAK_API void *hak_reallocarray(void *p, size_t count, size_t size) {
+  size_t total;
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_realloc(p, total);
+}
+
+HAK_API void hak_free_sized(void *p, size_t size) {
+#if HAK_SECURE
+  if (p != NULL && size > hak_usable_size_of(p)) hak_fatal("free_sized with a size larger than the block at", p, -1);
+#else
+  (void)size;
+#endif
+  hak_free_inline(p);
+}
+
+HAK_API void hak_free_aligned_sized(void *p, size_t alignment, size_t size) {
+#if HAK_SECURE
+  if (p != NULL && ((uintptr_t)p & (alignment - 1)) != 0)
+    hak_fatal("free_aligned_sized with an alignment the block does not have:", p, -1);
+#else
+  (void)alignment;
+#endif
+  hak_free_sized(p, size);
+}
+
+HAK_API void *hak_aligned_alloc(size_t alignment, size_t size) {
+  if (!valid_alignment(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  return alloc_aligned(alignment, size);
+}
+
+HAK_API int hak_posix_memalign(void **out, size_t alignment, size_t size) {
+  if (!valid_alignment(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
+  int saved = errno;
+  void *p = alloc_aligned(alignment, size);
+  if (p == NULL) {
+    errno = saved;
+    return ENOMEM;
+  }
+  *out = p;
+  return 0;
+}
+
+HAK_API void *hak_memalign(size_t alignment, size_t size) {
+  if (alignment > ((size_t)1 << 62)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  size_t a = 16;
+  while (a < alignment) a <<= 1; /* glibc raises a non-power-of-two alignment to the next power */
+  return alloc_aligned(a, size);
+}
+
+HAK_API void *hak_valloc(size_t size) { return alloc_aligned(HAK_OS_PAGE, size); }
+
+HAK_API void *hak_pvalloc(size_t size) {
+  size_t rounded = (size + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1);
+  if (rounded < size) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return alloc_aligned(HAK_OS_PAGE, rounded ? rounded : HAK_OS_PAGE);
+}
+
+HAK_API void hak_collect(bool force) {
+  hak_init();
+  hak_heaps_collect(force);
+}
+
+void hak_free_other(void *p) {
+  if (p == NULL) return;
+  void *owner = hak_pagemap_get(p);
+  if (owner != NULL && ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG)) {
+    hak_large_free((hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG), p);
+    return;
+  }
+  hak_fatal("free of a pointer hakmem never returned:", p, -1);
+}

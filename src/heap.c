@@ -1,0 +1,356 @@
+/* heap.c — per-thread heaps: creation on a thread's first allocation, the allocation slow path (page
+ * queues, full pages, new pages), the local-free slow path, periodic maintenance that hands empty
+ * pages back, and abandoning/reclaiming segments when threads exit. */
+#include <pthread.h>
+
+#include "alloc.h"
+
+#define HAK_DIRECT_CLASS_MAX 19 /* class of 1024 bytes: classes 0..19 are reachable from heap->direct */
+
+hak_page hak_page_empty;
+hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
+__thread hak_heap *hak_tls_heap = &hak_heap_empty;
+
+static struct {
+  pthread_mutex_t lock;
+  hak_heap *all;
+  pthread_key_t key;
+  bool key_ready;
+  _Atomic uint64_t started, exited;
+} heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void hak_heaps_lock(void) { pthread_mutex_lock(&heaps.lock); }
+void hak_heaps_unlock(void) { pthread_mutex_unlock(&heaps.lock); }
+void hak_heaps_after_fork_child(void) { pthread_mutex_init(&heaps.lock, NULL); }
+hak_heap *hak_heaps_first(void) { return heaps.all; }
+
+void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited) {
+  *started = atomic_load_explicit(&heaps.started, memory_order_relaxed);
+  *exited = atomic_load_explicit(&heaps.exited, memory_order_relaxed);
+}
+
+void hak_heaps_init_key(void) {
+  if (pthread_key_create(&heaps.key, hak_heap_thread_done) == 0) heaps.key_ready = true;
+}
+
+/* ---- Page queues -------------------------------------------------------------------------------- */
+
+static void queue_remove(hak_page_queue *q, hak_page *page) {
+  if (page->prev) page->prev->next = page->next;
+  else q->first = page->next;
+  if (page->next) page->next->prev = page->prev;
+  else q->last = page->prev;
+  page->next = page->prev = NULL;
+}
+
+static void queue_push_front(hak_page_queue *q, hak_page *page) {
+  page->prev = NULL;
+  page->next = q->first;
+  if (q->first) q->first->prev = page;
+  else q->last = page;
+  q->first = page;
+}
+
+static void queue_push_back(hak_page_queue *q, hak_page *page) {
+  page->next = NULL;
+  page->prev = q->last;
+  if (q->last) q->last->next = page;
+  else q->first = page;
+  q->last = page;
+}
+
+/* Point the direct-table entries of a class at the first page of its queue. */
+static void set_direct(hak_heap *heap, unsigned cls) {
+  if (cls > HAK_DIRECT_CLASS_MAX) return;
+  hak_page *page = heap->pages[cls].first ? heap->pages[cls].first : &hak_page_empty;
+  size_t lo = cls == 0 ? 0 : hak_class_size(cls - 1) / 16 + 1, hi = hak_class_size(cls) / 16;
+  for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
+}
+
+/* ---- Creation ------------------------------------------------------------------------------------ */
+
+static void heap_reset(hak_heap *heap) {
+  for (unsigned i = 0; i < HAK_DIRECT_COUNT; i++) heap->direct[i] = &hak_page_empty;
+  for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) heap->pages[c].first = heap->pages[c].last = NULL;
+  for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) heap->full[c].first = heap->full[c].last = NULL;
+  atomic_store_explicit(&heap->full_notified, 0, memory_order_relaxed);
+  heap->empty_classes = 0;
+  heap->empty_pages = 0;
+  heap->slow_events = 0;
+  heap->next_maintenance = 0;
+  heap->segments = NULL;
+  heap->segment_count = 0;
+}
+
+hak_heap *hak_heap_for_thread(void) {
+  hak_init();
+  pthread_mutex_lock(&heaps.lock);
+  hak_heap *heap = heaps.all;
+  while (heap != NULL && heap->in_use) heap = heap->next_all;
+  if (heap == NULL) {
+    size_t bytes = (sizeof(hak_heap) + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1);
+    heap = hak_os_map(bytes, HAK_OS_PAGE, false);
+    if (heap != NULL) {
+      heap->next_all = heaps.all;
+      heaps.all = heap;
+    }
+  }
+  if (heap != NULL) heap->in_use = true;
+  pthread_mutex_unlock(&heaps.lock);
+  if (heap == NULL) return NULL;
+  heap_reset(heap);
+  atomic_fetch_add_explicit(&heaps.started, 1, memory_order_relaxed);
+  heap->random = (uint64_t)(uintptr_t)heap ^ (hak_clock_ms() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)__builtin_ia32_rdtsc();
+  hak_tls_heap = heap;
+  /* may allocate (glibc, keys >= 32): the heap is already in place, so that is a normal allocation */
+  if (heaps.key_ready) pthread_setspecific(heaps.key, heap);
+  return heap;
+}
+
+/* ---- Empty pages and maintenance ----------------------------------------------------------------- */
+
+static void note_empty(hak_heap *heap, hak_page *page) {
+  if (page->is_empty_listed) return;
+  page->is_empty_listed = 1;
+  page->empty_since = heap->slow_events;
+  heap->empty_pages++;
+  heap->empty_classes |= (uint64_t)1 << page->size_class;
+}
+
+static void unnote_empty(hak_heap *heap, hak_page *page) {
+  if (!page->is_empty_listed) return;
+  page->is_empty_listed = 0;
+  heap->empty_pages--;
+}
+
+static void retire_page(hak_heap *heap, hak_page *page) {
+  unsigned cls = page->size_class;
+  unnote_empty(heap, page);
+  queue_remove(&heap->pages[cls], page);
+  set_direct(heap, cls);
+  hak_segment_page_free(heap, page);
+}
+
+/* Hand back empty pages that stayed empty for at least `age` slow-path events; the first page of each
+ * class stays unless `all`. */
+static void retire_empty_pages(hak_heap *heap, uint32_t age, bool all) {
+  uint64_t classes = heap->empty_classes;
+  heap->empty_classes = 0;
+  while (classes) {
+    unsigned cls = (unsigned)__builtin_ctzll(classes);
+    classes &= classes - 1;
+    hak_page *page = heap->pages[cls].first;
+    while (page != NULL) {
+      hak_page *next = page->next;
+      if (page->is_empty_listed) {
+        hak_page_collect(heap, page);
+        bool old = heap->slow_events - page->empty_since >= age;
+        if (page->used != 0) unnote_empty(heap, page);
+        else if ((all || page != heap->pages[cls].first) && old) retire_page(heap, page);
+        else heap->empty_classes |= (uint64_t)1 << cls;
+      }
+      page = next;
+    }
+  }
+}
+
+static void heap_maintain(hak_heap *heap, bool force) {
+  long interval = hak_opts.value[HAK_OPT_DRAIN_INTERVAL];
+  heap->next_maintenance = heap->slow_events + (uint32_t)interval;
+  if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
+  uint64_t now = hak_clock_ms();
+  for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) hak_segment_purge(seg, now, force);
+  hak_segment_cache_collect(false);
+  hak_large_collect(false);
+}
+
+/* ---- Allocation slow path ------------------------------------------------------------------------ */
+
+/* Pages of class `cls` in the full list that received remote frees go back to the queue. */
+static void rescue_full_pages(hak_heap *heap, unsigned cls) {
+  hak_page *page = heap->full[cls].first;
+  while (page != NULL) {
+    hak_page *next = page->next;
+    if (atomic_load_explicit(&page->remote, memory_order_acquire) & ~(uintptr_t)REMOTE_STATE_MASK) {
+      queue_remove(&heap->full[cls], page);
+      page->in_full = 0;
+      hak_page_clear_full_state(page);
+      queue_push_back(&heap->pages[cls], page);
+    }
+    page = next;
+  }
+}
+
+static hak_page *find_page(hak_heap *heap, unsigned cls) {
+  heap->slow_events++;
+  if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
+  uint64_t bit = (uint64_t)1 << cls;
+  if (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & bit) {
+    atomic_fetch_and_explicit(&heap->full_notified, ~bit, memory_order_acq_rel);
+    rescue_full_pages(heap, cls);
+  }
+  hak_page_queue *q = &heap->pages[cls];
+  hak_page *page = q->first;
+  while (page != NULL) {
+    hak_page *next = page->next;
+    hak_page_collect(heap, page);
+    if (page->free != NULL || hak_page_extend(page)) {
+      unnote_empty(heap, page);
+      if (page != q->first) {
+        queue_remove(q, page);
+        queue_push_front(q, page);
+      }
+      set_direct(heap, cls);
+      return page;
+    }
+    queue_remove(q, page);
+    if (hak_page_set_full_state(page)) {
+      page->in_full = 1;
+      queue_push_front(&heap->full[cls], page);
+    } else { /* remote frees arrived meanwhile */
+      hak_page_collect(heap, page);
+      queue_push_front(q, page);
+      set_direct(heap, cls);
+      return page;
+    }
+    page = next;
+  }
+  page = hak_segment_page_alloc(heap, cls);
+  if (page == NULL) {
+    set_direct(heap, cls);
+    return NULL;
+  }
+  hak_page_extend(page);
+  queue_push_front(q, page);
+  set_direct(heap, cls);
+  return page;
+}
+
+void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
+  if (unlikely(heap == &hak_heap_empty)) {
+    heap = hak_heap_for_thread();
+    if (heap == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  hak_page *page = find_page(heap, cls);
+  if (page == NULL) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return hak_page_pop(heap, page);
+}
+
+/* ---- Free slow path ------------------------------------------------------------------------------ */
+
+void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
+  (void)seg;
+  if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
+  if (page->used == 0 || block == page->local_free) hak_fatal("double free detected of", block, page->size_class);
+  hak_next_encode(page, block, page->local_free);
+  page->local_free = block;
+  page->used--;
+  HAK_COUNT(heap->counters.frees);
+  unsigned cls = page->size_class;
+  if (page->in_full) {
+    queue_remove(&heap->full[cls], page);
+    page->in_full = 0;
+    hak_page_clear_full_state(page);
+    queue_push_back(&heap->pages[cls], page);
+    set_direct(heap, cls);
+  }
+  if (page->used == 0) {
+    note_empty(heap, page);
+    heap->slow_events++;
+    if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
+  }
+}
+
+/* ---- Thread exit: abandon; thread start: reclaim ------------------------------------------------- */
+
+void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
+  atomic_store_explicit(&seg->owner, heap, memory_order_release);
+  seg->prev = NULL;
+  seg->next = heap->segments;
+  if (heap->segments) heap->segments->prev = seg;
+  heap->segments = seg;
+  heap->segment_count++;
+  for (unsigned i = 1; i < HAK_SLICES;) {
+    hak_page *page = &seg->pages[i];
+    unsigned n = page->slice_count;
+    if (n == 0) {
+      i++;
+      continue;
+    }
+    i += n;
+    page->in_full = 0;
+    page->is_empty_listed = 0;
+    hak_page_clear_full_state(page);
+    hak_page_collect(heap, page);
+    if (page->used == 0) {
+      hak_segment_page_free(NULL, page);
+    } else {
+      queue_push_back(&heap->pages[page->size_class], page);
+      set_direct(heap, page->size_class);
+    }
+  }
+}
+
+static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
+  hak_page *page = q->first;
+  while (page != NULL) {
+    hak_page *next = page->next;
+    hak_page_collect(heap, page);
+    page->in_full = 0;
+    page->is_empty_listed = 0;
+    hak_page_clear_full_state(page);
+    page->next = page->prev = NULL;
+    if (page->used == 0) hak_segment_page_free(NULL, page);
+    page = next;
+  }
+  q->first = q->last = NULL;
+}
+
+void hak_heap_thread_done(void *arg) {
+  hak_heap *heap = arg;
+  if (heap == NULL || heap == &hak_heap_empty) return;
+  for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
+    abandon_queue(heap, &heap->pages[c]);
+    abandon_queue(heap, &heap->full[c]);
+  }
+  hak_segment *seg = heap->segments;
+  while (seg != NULL) {
+    hak_segment *next = seg->next;
+    if (seg->used_pages == 0) hak_segment_release(heap, seg);
+    else hak_segment_abandon(heap, seg);
+    seg = next;
+  }
+  heap_reset(heap);
+  atomic_fetch_add_explicit(&heaps.exited, 1, memory_order_relaxed);
+  if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
+  pthread_mutex_lock(&heaps.lock);
+  heap->in_use = false;
+  pthread_mutex_unlock(&heaps.lock);
+}
+
+void hak_heaps_collect(bool force) {
+  hak_heap *heap = hak_tls_heap;
+  if (heap != &hak_heap_empty) {
+    if (force) {
+      hak_segment *seg;
+      while ((seg = hak_segment_reclaim_one()) != NULL) hak_heap_adopt(heap, seg);
+    }
+    heap_maintain(heap, force);
+    if (force) {
+      hak_segment *seg = heap->segments;
+      while (seg != NULL) {
+        hak_segment *next = seg->next;
+        if (seg->used_pages == 0) hak_segment_release(heap, seg);
+        seg = next;
+      }
+    }
+  }
+  hak_segment_cache_collect(force);
+  hak_large_collect(force);
+}

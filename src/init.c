@@ -1,0 +1,92 @@
+/* init.c — process-level life cycle: one-time initialisation (options, the thread-exit key, fork
+ * handlers), the statistics report at exit, fork safety, and the fatal-error reporter. Initialisation
+ * is lazy and re-entrant: the first malloc may come from the dynamic loader, a constructor of another
+ * library, dlsym or a thread-exit destructor, and nothing here allocates. */
+#include <pthread.h>
+#include <sched.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2 };
+static _Atomic int init_state = INIT_NONE;
+
+static void fork_prepare(void) {
+  hak_heaps_lock();
+  hak_segments_lock();
+  hak_large_lock();
+}
+
+static void fork_parent(void) {
+  hak_large_unlock();
+  hak_segments_unlock();
+  hak_heaps_unlock();
+}
+
+static void fork_child(void) {
+  hak_large_after_fork_child();
+  hak_segments_after_fork_child();
+  hak_heaps_after_fork_child();
+}
+
+void hak_init(void) {
+  if (likely(atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE)) return;
+  int expected = INIT_NONE;
+  if (atomic_compare_exchange_strong(&init_state, &expected, INIT_RUNNING)) {
+    hak_options_init();
+    hak_heaps_init_key();
+    atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
+    pthread_atfork(fork_prepare, fork_parent, fork_child); /* may allocate: we are ready for that */
+    if (hak_opts.value[HAK_OPT_VERBOSE] >= 2) hak_stats_print(NULL);
+    return;
+  }
+  while (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_DONE) sched_yield();
+}
+
+__attribute__((constructor)) static void hak_constructor(void) { hak_init(); }
+
+__attribute__((destructor)) static void hak_destructor(void) {
+  if (atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE && hak_opts.value[HAK_OPT_STATS])
+    hak_stats_print(NULL);
+}
+
+void hak_warn_raw(const char *line, size_t len) {
+  if (hak_opts.value[HAK_OPT_VERBOSE] == 0) return;
+  ssize_t r = write(STDERR_FILENO, line, len);
+  (void)r;
+}
+
+static size_t put_str(char *buf, size_t n, size_t cap, const char *s) {
+  while (*s && n < cap) buf[n++] = *s++;
+  return n;
+}
+
+static size_t put_num(char *buf, size_t n, size_t cap, uint64_t v, unsigned base) {
+  char tmp[24];
+  size_t k = 0;
+  do tmp[k++] = "0123456789abcdef"[v % base]; while ((v /= base) != 0);
+  if (base == 16) n = put_str(buf, n, cap, "0x");
+  while (k && n < cap) buf[n++] = tmp[--k];
+  return n;
+}
+
+void hak_fatal(const char *what, const void *ptr, int cls) {
+  char line[256];
+  size_t n = 0, cap = sizeof line - 1;
+  n = put_str(line, n, cap, "hakmem: ");
+  n = put_str(line, n, cap, what);
+  n = put_str(line, n, cap, " ");
+  n = put_num(line, n, cap, (uintptr_t)ptr, 16);
+  if (cls >= 0) {
+    n = put_str(line, n, cap, " (size class ");
+    n = put_num(line, n, cap, (uint64_t)cls, 10);
+    n = put_str(line, n, cap, ": ");
+    n = put_num(line, n, cap, hak_class_size((unsigned)cls), 10);
+    n = put_str(line, n, cap, " bytes)");
+  }
+  line[n++] = '\n';
+  ssize_t r = write(STDERR_FILENO, line, n);
+  (void)r;
+  abort();
+}

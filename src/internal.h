@@ -1,0 +1,269 @@
+/* internal.h — the data structures of libhakmem and the design they implement.
+ *
+ * DESIGN
+ * ------
+ * Memory comes from the OS (os.c) in two shapes:
+ *
+ *   Segments: 4 MiB, 4 MiB-aligned, cut into 64 slices of 64 KiB. Slice 0 holds the segment header,
+ *   which contains one page descriptor per slice. A *page* is a run of 1..32 slices carrying blocks of
+ *   one size class (size_class.h): small classes (<= 8 KiB blocks) use one slice, medium classes a run
+ *   sized to hold about eight blocks. A segment belongs to exactly one thread heap, its owner.
+ *
+ *   Large mappings: requests above 512 KiB (or with alignment above 64 KiB) get a mapping of their own
+ *   with a one-page header in front, 4 MiB-aligned (large.c). Freed ones go to a process-wide cache
+ *   and are reused by later requests of similar size; cached memory is returned to the OS in batches
+ *   after HAKMEM_PURGE_DELAY_MS.
+ *
+ * Every chunk of 4 MiB that contains blocks is registered in the pagemap (pagemap.h), so free() finds
+ * the header of any pointer in O(1), and a pointer hakmem never returned is recognised as such.
+ *
+ * Thread heaps (heap.c): each thread has a heap, reached through one initial-exec TLS load. A heap has,
+ * per size class, a queue of pages with free blocks and a list of full pages, and a direct table that
+ * maps every request size up to 1024 bytes (in steps of 16) to the page currently used for its class.
+ *
+ * Each page keeps three free lists:
+ *   free        blocks ready to hand out (owner only, no atomics);
+ *   local_free  blocks freed by the owner since the last collection (owner only);
+ *   remote      blocks freed by other threads: a lock-free stack, one CAS per push; its two low bits
+ *               hold the page's full-state (see REMOTE_* below).
+ *
+ * malloc(24) (alloc.h): heap = TLS; page = heap->direct[(24 + 15) / 16]; pop page->free. When that list
+ * is empty the slow path (heap.c) collects local_free and remote into free, carves more blocks, moves
+ * exhausted pages to the full list, or takes a new page from one of the heap's segments.
+ *
+ * free(p) (alloc.h): header = pagemap[p]; if it is a segment whose owner is this thread's heap, push p
+ * on page->local_free; otherwise push it on page->remote. When a page in the full list receives a
+ * remote free, the freeing thread sets the class's bit in its owner's `full_notified` mask, so the
+ * owner looks at its full pages again only when one of them has something to give.
+ *
+ * Thread exit (heap.c): the heap's pages are collected; empty pages and segments go back; segments
+ * that still hold live blocks are *abandoned* to a global list, with their owner cleared. Remote frees
+ * keep landing in their pages. A heap that needs a new page first *reclaims* an abandoned segment.
+ *
+ * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
+ * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
+ * the cache is full), and cached large mappings.
+ *
+ * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) encode free-list pointers with a per-page key,
+ * put a canary after every small block, tag freed blocks to detect double frees, and check that a
+ * freed pointer is the start of a block.
+ */
+#ifndef HAK_INTERNAL_H
+#define HAK_INTERNAL_H
+
+#include <errno.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "hakmem.h"
+#include "os.h"
+#include "pagemap.h"
+#include "size_class.h"
+
+#ifndef HAK_SECURE
+#define HAK_SECURE 0
+#endif
+
+#define HAK_API __attribute__((visibility("default")))
+#define likely(x) __builtin_expect(!!(x), 1)
+#define unlikely(x) __builtin_expect(!!(x), 0)
+
+/* ---- Geometry -------------------------------------------------------------------------------------- */
+#define HAK_SEGMENT_SIZE HAK_CHUNK_SIZE /* 4 MiB */
+#define HAK_SLICE_SHIFT 16
+#define HAK_SLICE_SIZE ((size_t)1 << HAK_SLICE_SHIFT) /* 64 KiB */
+#define HAK_SLICES (HAK_SEGMENT_SIZE / HAK_SLICE_SIZE) /* 64, slice 0 is the header */
+#define HAK_MAX_PAGE_SLICES 32
+#define HAK_LARGE_ALIGN_MAX HAK_SLICE_SIZE /* larger alignments go to the large tier */
+
+/* Canary bytes reserved at the end of every small/medium block in hardened builds. */
+#define HAK_CANARY_SIZE (HAK_SECURE ? sizeof(uintptr_t) : 0)
+
+enum { HAK_KIND_SEGMENT = 0x5e67u, HAK_KIND_LARGE = 0x1a26eu };
+
+/* States kept in the two low bits of page->remote. */
+enum {
+  REMOTE_NORMAL = 0,   /* page is in its class queue */
+  REMOTE_FULL = 1,     /* page is in the full list; the next remote free must notify the owner */
+  REMOTE_NOTIFIED = 2, /* page is in the full list and its owner has been notified */
+  REMOTE_STATE_MASK = 3
+};
+
+typedef struct hak_block {
+  struct hak_block *next;
+} hak_block;
+
+typedef struct hak_heap hak_heap;
+
+/* A run of slices holding blocks of one class. Hot fields first: the allocation fast path touches only
+ * the first cache line. */
+typedef struct hak_page {
+  hak_block *free;          /* ready to allocate */
+  uint32_t used;            /* blocks allocated and not (locally or collected) freed */
+  uint32_t block_size;      /* class size */
+  hak_block *local_free;    /* freed by the owner */
+  uint8_t in_full;          /* in the heap's full list */
+  uint8_t size_class;
+  uint8_t slice_count;      /* 0 when the page is not in use */
+  uint8_t is_empty_listed;  /* counted in heap->empty_pages */
+  uint32_t capacity;        /* blocks carved so far */
+  _Atomic uintptr_t remote; /* remote-freed blocks | REMOTE_* state */
+  uint8_t *start;           /* first block */
+  uint32_t reserved;        /* blocks that fit in the page */
+  uint32_t empty_since;     /* heap->slow_events when the page last became empty */
+  struct hak_page *next, *prev;
+  uintptr_t key;            /* hardened builds: free-list and canary key */
+} hak_page;
+
+typedef struct hak_segment {
+  uint32_t kind;                     /* HAK_KIND_SEGMENT */
+  uint32_t used_pages;
+  _Atomic(hak_heap *) owner;         /* NULL when abandoned or cached */
+  uint64_t free_slices;              /* bit i set: slice i is free */
+  uint64_t dirty_slices;             /* free slices used since their last purge */
+  uint64_t purged_slices;            /* free slices returned to the OS */
+  uint64_t purge_due_ms;             /* when dirty free slices may be purged (0: nothing pending) */
+  struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
+  uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
+  hak_page pages[HAK_SLICES];        /* descriptor of the page starting at each slice */
+} hak_segment;
+
+_Static_assert(sizeof(hak_segment) <= HAK_SLICE_SIZE, "segment header must fit in slice 0");
+
+typedef struct hak_page_queue {
+  hak_page *first, *last;
+} hak_page_queue;
+
+/* Per-thread counters. Only the owner writes them (plain load+store); readers merge them with relaxed
+ * loads, so counting costs no atomic read-modify-write. */
+typedef struct hak_heap_counters {
+  _Atomic uint64_t allocs[HAK_CLASS_COUNT];
+  _Atomic uint64_t frees;
+  _Atomic uint64_t remote_collected;
+} hak_heap_counters;
+
+#define HAK_COUNT(field) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + 1, memory_order_relaxed)
+#define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
+
+struct hak_heap {
+  hak_page *direct[HAK_DIRECT_COUNT];  /* request size / 16 -> current page of its class */
+  hak_page_queue pages[HAK_CLASS_COUNT];
+  hak_page_queue full[HAK_CLASS_COUNT];
+  _Atomic uint64_t full_notified;      /* classes whose full list got remote frees */
+  uint64_t empty_classes;              /* classes with empty pages kept in their queue */
+  uint32_t empty_pages;
+  uint32_t slow_events;                /* slow-path visits, the heap's clock for page retirement */
+  uint32_t next_maintenance;           /* slow_events value of the next maintenance pass */
+  uint32_t segment_count;
+  hak_segment *segments;               /* owned segments */
+  uint64_t random;                     /* hardened builds: key generator state */
+  hak_heap_counters counters;
+  struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
+  bool in_use;
+};
+
+/* ---- Globals ------------------------------------------------------------------------------------- */
+extern hak_page hak_page_empty;
+extern hak_heap hak_heap_empty;
+extern __thread hak_heap *hak_tls_heap;
+
+/* Options in force (options.c), filled once by hak_options_init. */
+typedef struct hak_options {
+  _Atomic long value[HAK_OPT_COUNT];
+} hak_options;
+extern hak_options hak_opts;
+void hak_options_init(void);
+/* Symbolic name of an option's value ("balanced"...), or NULL if it has none. */
+const char *hak_option_value_name(enum hak_option option, long value);
+
+/* ---- Init (init.c) ------------------------------------------------------------------------------- */
+void hak_init(void);
+/* Print one line "hakmem: <what> <ptr> (size class N: B bytes)" to stderr and abort. cls < 0: no class. */
+__attribute__((noreturn, cold)) void hak_fatal(const char *what, const void *ptr, int cls);
+/* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
+void hak_warn_raw(const char *line, size_t len);
+
+/* ---- Heap (heap.c) ------------------------------------------------------------------------------- */
+void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls);
+void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block);
+void hak_heap_thread_done(void *heap);
+void hak_heaps_init_key(void);
+hak_heap *hak_heap_for_thread(void);
+void hak_heaps_collect(bool force);
+void hak_heaps_lock(void);
+void hak_heaps_unlock(void);
+void hak_heaps_after_fork_child(void);
+hak_heap *hak_heaps_first(void);
+void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited);
+
+/* ---- Pages (page.c) ------------------------------------------------------------------------------ */
+void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key);
+void hak_page_collect(hak_heap *heap, hak_page *page);
+bool hak_page_extend(hak_page *page);
+void hak_page_remote_free(hak_segment *seg, hak_page *page, hak_block *block);
+bool hak_page_set_full_state(hak_page *page);
+void hak_page_clear_full_state(hak_page *page);
+
+/* ---- Segments (segment.c) ------------------------------------------------------------------------ */
+hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls);
+void hak_segment_page_free(hak_heap *heap, hak_page *page);
+void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
+void hak_segment_release(hak_heap *heap, hak_segment *seg);
+void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
+hak_segment *hak_segment_reclaim_one(void);
+void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
+void hak_segment_cache_collect(bool force);
+void hak_segments_lock(void);
+void hak_segments_unlock(void);
+void hak_segments_after_fork_child(void);
+uint64_t hak_segments_reclaimed(void);
+
+static inline hak_page *hak_segment_page_of(hak_segment *seg, const void *p) {
+  size_t slice = ((uintptr_t)p - (uintptr_t)seg) >> HAK_SLICE_SHIFT;
+  return &seg->pages[seg->slice_page[slice]];
+}
+
+/* ---- Large tier (large.c) ------------------------------------------------------------------------ */
+typedef struct hak_large {
+  uint32_t kind;          /* HAK_KIND_LARGE */
+  uint32_t cached;        /* 1 while in the cache (freed) */
+  size_t map_size;        /* bytes mapped from the header on */
+  uint8_t *user;          /* block handed out */
+  uint64_t freed_ms;
+  bool zero;              /* every byte after the header is known to be zero */
+  bool purged;            /* in the cache and its pages were returned to the OS */
+  struct hak_large *next, *prev;
+} hak_large;
+
+void *hak_large_alloc(size_t size, size_t align, bool zero);
+void hak_large_free(hak_large *hdr, void *p);
+size_t hak_large_usable(const hak_large *hdr);
+void *hak_large_realloc(hak_large *hdr, void *p, size_t size);
+void hak_large_collect(bool force);
+void hak_large_lock(void);
+void hak_large_unlock(void);
+void hak_large_after_fork_child(void);
+void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees);
+
+/* ---- Hardened-mode block helpers ------------------------------------------------------------------ */
+static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
+#if HAK_SECURE
+  return (hak_block *)((uintptr_t)b->next ^ page->key ^ (uintptr_t)b);
+#else
+  (void)page;
+  return b->next;
+#endif
+}
+
+static inline void hak_next_encode(const hak_page *page, hak_block *b, hak_block *next) {
+#if HAK_SECURE
+  b->next = (hak_block *)((uintptr_t)next ^ page->key ^ (uintptr_t)b);
+#else
+  (void)page;
+  b->next = next;
+#endif
+}
+
+#endif

@@ -1,0 +1,236 @@
+/* large.c — the large tier: blocks above 512 KiB (or aligned above 64 KiB) get a mapping of their own,
+ * 4 MiB-aligned, with a one-page header in front of the block. Freed mappings go to a process-wide
+ * cache (most recent first) and serve later requests up to 1.5x smaller without any system call;
+ * cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay and unmapped when the
+ * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit. Realloc grows in place or moves the pages
+ * with mremap instead of copying. */
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include "alloc.h"
+
+#define LARGE_CACHE_ENTRIES 64
+#define HUGE_PAGE ((size_t)2 << 20)
+
+static struct {
+  pthread_mutex_t lock;
+  hak_large *head, *tail; /* cache, most recently freed first */
+  unsigned count;
+  size_t bytes;
+  _Atomic unsigned unpurged;
+  _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
+} large = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void hak_large_lock(void) { pthread_mutex_lock(&large.lock); }
+void hak_large_unlock(void) { pthread_mutex_unlock(&large.lock); }
+void hak_large_after_fork_child(void) { pthread_mutex_init(&large.lock, NULL); }
+
+void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees) {
+  *hits = atomic_load_explicit(&large.hits, memory_order_relaxed);
+  *misses = atomic_load_explicit(&large.misses, memory_order_relaxed);
+  *allocs = atomic_load_explicit(&large.allocs, memory_order_relaxed);
+  *bytes = atomic_load_explicit(&large.alloc_bytes, memory_order_relaxed);
+  *frees = atomic_load_explicit(&large.frees, memory_order_relaxed);
+}
+
+static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
+static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
+static size_t map_align_for(size_t offset) { return offset > HAK_CHUNK_SIZE ? offset : HAK_CHUNK_SIZE; }
+
+static void cache_unlink(hak_large *h) {
+  if (h->prev) h->prev->next = h->next;
+  else large.head = h->next;
+  if (h->next) h->next->prev = h->prev;
+  else large.tail = h->prev;
+  h->next = h->prev = NULL;
+  large.count--;
+  large.bytes -= h->map_size;
+  if (!h->purged) atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
+}
+
+static void large_unmap(hak_large *h) {
+  if (h->user) hak_pagemap_set(h->user, NULL);
+  if (h->purged) hak_os_recommit(h->map_size - HAK_OS_PAGE);
+  hak_os_unmap(h, h->map_size, true);
+}
+
+/* Smallest cached mapping of need .. 1.5 * need bytes, unlinked; NULL if none. */
+static hak_large *cache_take(size_t need) {
+  if (large.head == NULL) return NULL;
+  hak_large *best = NULL;
+  pthread_mutex_lock(&large.lock);
+  for (hak_large *h = large.head; h != NULL; h = h->next) {
+    if (h->map_size >= need && h->map_size <= need + need / 2 && (best == NULL || h->map_size < best->map_size)) {
+      best = h;
+      if (h->map_size == need) break;
+    }
+  }
+  if (best != NULL) cache_unlink(best);
+  pthread_mutex_unlock(&large.lock);
+  if (best != NULL && best->purged) {
+    hak_os_recommit(best->map_size - HAK_OS_PAGE);
+    best->purged = false;
+  }
+  return best;
+}
+
+static hak_large *map_new(size_t need, size_t map_align) {
+  bool huge = hak_opts.value[HAK_OPT_HUGE_PAGES] != 0 && need >= HUGE_PAGE;
+  hak_large *h = hak_os_map(need, map_align, huge);
+  if (h == NULL) { /* address space may be held by caches: give it back and try once more */
+    hak_large_collect(true);
+    hak_segment_cache_collect(true);
+    h = hak_os_map(need, map_align, huge);
+    if (h == NULL) return NULL;
+  }
+  h->kind = HAK_KIND_LARGE;
+  h->map_size = need;
+  h->zero = true;
+  return h;
+}
+
+static bool place_user(hak_large *h, uint8_t *user) {
+  if (h->user == user) return true;
+  if (h->user != NULL && ((uintptr_t)h->user >> HAK_CHUNK_SHIFT) != ((uintptr_t)user >> HAK_CHUNK_SHIFT))
+    hak_pagemap_set(h->user, NULL);
+  h->user = user;
+  return hak_pagemap_set(user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
+}
+
+void *hak_large_alloc(size_t size, size_t align, bool zero) {
+  hak_init();
+  size_t off = user_offset(align);
+  if (size > ((size_t)1 << 46) || off > ((size_t)1 << 46)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t need = page_round(off + size), map_align = map_align_for(off);
+  hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
+  if (h != NULL) {
+    atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&large.misses, 1, memory_order_relaxed);
+    h = map_new(need, map_align);
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  uint8_t *user = (uint8_t *)h + off;
+  if (!place_user(h, user)) {
+    large_unmap(h);
+    errno = ENOMEM;
+    return NULL;
+  }
+  h->cached = 0;
+  if (zero && !h->zero) memset(user, 0, size);
+  h->zero = false;
+  atomic_fetch_add_explicit(&large.allocs, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large.alloc_bytes, hak_large_usable(h), memory_order_relaxed);
+  return user;
+}
+
+size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->user - (const uint8_t *)h); }
+
+void hak_large_free(hak_large *h, void *p) {
+  if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
+    hak_fatal("free of a pointer that is not an allocated block:", p, -1);
+  if (unlikely(h->cached)) hak_fatal("double free detected of", p, -1);
+  atomic_fetch_add_explicit(&large.frees, 1, memory_order_relaxed);
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
+  if (delay == 0 || h->map_size > cap) {
+    large_unmap(h);
+    return;
+  }
+  h->cached = 1;
+  h->freed_ms = hak_clock_ms();
+  hak_large *evict = NULL;
+  pthread_mutex_lock(&large.lock);
+  h->prev = NULL;
+  h->next = large.head;
+  if (large.head) large.head->prev = h;
+  else large.tail = h;
+  large.head = h;
+  large.count++;
+  large.bytes += h->map_size;
+  atomic_fetch_add_explicit(&large.unpurged, 1, memory_order_relaxed);
+  while (large.bytes > cap || large.count > LARGE_CACHE_ENTRIES) {
+    hak_large *old = large.tail;
+    cache_unlink(old);
+    old->next = evict;
+    evict = old;
+  }
+  pthread_mutex_unlock(&large.lock);
+  while (evict != NULL) {
+    hak_large *next = evict->next;
+    large_unmap(evict);
+    evict = next;
+  }
+  hak_large_collect(false);
+}
+
+void hak_large_collect(bool force) {
+  if (!force && atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return;
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (!force && delay < 0) return;
+  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
+  uint64_t now = hak_clock_ms();
+  hak_large *unmap = NULL;
+  pthread_mutex_lock(&large.lock);
+  if (force) {
+    while (large.tail != NULL) {
+      hak_large *h = large.tail;
+      cache_unlink(h);
+      h->next = unmap;
+      unmap = h;
+    }
+  } else {
+    for (hak_large *h = large.tail; h != NULL && now - h->freed_ms >= (uint64_t)delay; h = h->prev) {
+      if (h->purged) continue;
+      if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
+        h->purged = true;
+        h->zero = !lazy;
+        atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
+      }
+    }
+  }
+  pthread_mutex_unlock(&large.lock);
+  while (unmap != NULL) {
+    hak_large *next = unmap->next;
+    large_unmap(unmap);
+    unmap = next;
+  }
+}
+
+void *hak_large_realloc(hak_large *h, void *p, size_t size) {
+  size_t off = (size_t)((uint8_t *)p - (uint8_t *)h);
+  if (size > ((size_t)1 << 46)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  size_t need = page_round(off + size);
+  if (need <= h->map_size) {
+    if (need >= h->map_size / 2) return p;
+    if (hak_os_remap(h, h->map_size, need, NULL) != NULL) h->map_size = need;
+    return p;
+  }
+  if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
+    h->map_size = need;
+    return p;
+  }
+  void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
+  if (target == NULL) return NULL;
+  size_t old_size = h->map_size;
+  void *old_user = h->user;
+  hak_large *moved = hak_os_remap(h, old_size, need, target);
+  if (moved == NULL) {
+    hak_os_unmap(target, need, true);
+    return NULL;
+  }
+  hak_pagemap_set(old_user, NULL);
+  moved->map_size = need;
+  moved->user = NULL;
+  if (!place_user(moved, (uint8_t *)moved + off)) hak_fatal("out of memory for the page map at", moved, -1);
+  return moved->user;
+}

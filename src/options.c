@@ -1,0 +1,136 @@
+/* options.c — the HAKMEM_* environment options: their table (name, range, default per profile), the
+ * one-time parse into hak_opts at initialisation, and hak_option_get/set. A malformed or out-of-range
+ * value prints one line naming the variable and the value used instead. Nothing here allocates. */
+#include <errno.h>
+#include <stdlib.h>
+#include <strings.h>
+#include <string.h>
+
+#include "internal.h"
+
+hak_options hak_opts;
+
+enum { PROFILE_FAST = 0, PROFILE_BALANCED = 1, PROFILE_LEAN = 2 };
+
+static const struct option_spec {
+  const char *env;
+  const char *alias; /* older name still accepted */
+  long min, max;
+  long preset[3];    /* default under the fast, balanced and lean profiles */
+  const char *names[3]; /* symbolic values for 0, 1, 2 where the option has them */
+} specs[HAK_OPT_COUNT] = {
+    [HAK_OPT_STATS] = {"HAKMEM_STATS", NULL, 0, 1, {0, 0, 0}, {NULL}},
+    [HAK_OPT_VERBOSE] = {"HAKMEM_VERBOSE", NULL, 0, 2, {1, 1, 1}, {NULL}},
+    [HAK_OPT_PROFILE] = {"HAKMEM_PROFILE", NULL, 0, 2, {0, 1, 2}, {"fast", "balanced", "lean"}},
+    [HAK_OPT_PURGE_DELAY_MS] = {"HAKMEM_PURGE_DELAY_MS", NULL, -1, 3600000, {1000, 100, 10}, {NULL}},
+    [HAK_OPT_PURGE_MODE] = {"HAKMEM_PURGE_MODE", NULL, 0, 1, {1, 0, 0}, {"dontneed", "free", NULL}},
+    [HAK_OPT_HUGE_PAGES] = {"HAKMEM_HUGE_PAGES", NULL, 0, 1, {1, 0, 0}, {NULL}},
+    [HAK_OPT_DRAIN_INTERVAL] = {"HAKMEM_DRAIN_INTERVAL", "HAKMEM_TINY_SLL_DRAIN_INTERVAL", 1, 1000000, {256, 64, 8}, {NULL}},
+    [HAK_OPT_LARGE_CACHE_MB] = {"HAKMEM_LARGE_CACHE_MB", NULL, 0, 1048576, {4096, 1024, 64}, {NULL}},
+};
+
+static size_t fmt_long(char *out, long v) {
+  char tmp[24];
+  size_t n = 0, len = 0;
+  unsigned long u = v < 0 ? 0ul - (unsigned long)v : (unsigned long)v;
+  do tmp[n++] = (char)('0' + u % 10); while ((u /= 10) != 0);
+  if (v < 0) out[len++] = '-';
+  while (n) out[len++] = tmp[--n];
+  return len;
+}
+
+static void warn_value(const struct option_spec *s, const char *env, const char *text, long used) {
+  char line[320];
+  size_t n = 0;
+#define PUT(str) for (const char *c_ = (str); *c_ && n < sizeof line - 32; c_++) line[n++] = *c_
+  PUT("hakmem: ");
+  PUT(env);
+  PUT("=\"");
+  PUT(text);
+  PUT("\" is not valid (");
+  if (s->names[0]) {
+    for (int i = 0; i < 3 && s->names[i]; i++) {
+      if (i) PUT("|");
+      PUT(s->names[i]);
+    }
+    PUT(" or ");
+  }
+  n += fmt_long(line + n, s->min);
+  PUT("..");
+  n += fmt_long(line + n, s->max);
+  PUT("); using ");
+  n += fmt_long(line + n, used);
+  line[n++] = '\n';
+#undef PUT
+  hak_warn_raw(line, n);
+}
+
+/* Parse `text` for option `s`; returns false if malformed or out of range. */
+static bool parse_value(const struct option_spec *s, const char *text, long *out) {
+  for (int i = 0; i < 3; i++) {
+    if (s->names[i] && strcasecmp(text, s->names[i]) == 0) {
+      *out = i;
+      return true;
+    }
+  }
+  if (strcasecmp(text, "true") == 0 || strcasecmp(text, "on") == 0 || strcasecmp(text, "yes") == 0) text = "1";
+  if (strcasecmp(text, "false") == 0 || strcasecmp(text, "off") == 0 || strcasecmp(text, "no") == 0) text = "0";
+  char *end = NULL;
+  errno = 0;
+  long v = strtol(text, &end, 10);
+  if (errno != 0 || end == text || *end != '\0' || v < s->min || v > s->max) return false;
+  *out = v;
+  return true;
+}
+
+static void read_env(enum hak_option opt) {
+  const struct option_spec *s = &specs[opt];
+  const char *env = s->env, *text = getenv(env);
+  if (text == NULL && s->alias != NULL) {
+    env = s->alias;
+    text = getenv(env);
+  }
+  if (text == NULL) return;
+  long v;
+  if (parse_value(s, text, &v)) {
+    hak_opts.value[opt] = v;
+  } else {
+    warn_value(s, env, text, hak_opts.value[opt]);
+  }
+}
+
+void hak_options_init(void) {
+  hak_opts.value[HAK_OPT_PROFILE] = PROFILE_BALANCED;
+  hak_opts.value[HAK_OPT_VERBOSE] = 1;
+  read_env(HAK_OPT_VERBOSE);
+  read_env(HAK_OPT_PROFILE);
+  long profile = hak_opts.value[HAK_OPT_PROFILE];
+  for (int i = 0; i < HAK_OPT_COUNT; i++)
+    if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) hak_opts.value[i] = specs[i].preset[profile];
+  for (int i = 0; i < HAK_OPT_COUNT; i++)
+    if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) read_env((enum hak_option)i);
+}
+
+HAK_API long hak_option_get(enum hak_option option) {
+  if ((unsigned)option >= HAK_OPT_COUNT) return -1;
+  hak_init();
+  return hak_opts.value[option];
+}
+
+HAK_API int hak_option_set(enum hak_option option, long value) {
+  if ((unsigned)option >= HAK_OPT_COUNT) return EINVAL;
+  hak_init();
+  const struct option_spec *s = &specs[option];
+  if (value < s->min || value > s->max) return EINVAL;
+  hak_opts.value[option] = value;
+  return 0;
+}
+
+HAK_API const char *hak_option_name(enum hak_option option) {
+  return (unsigned)option < HAK_OPT_COUNT ? specs[option].env : NULL;
+}
+
+const char *hak_option_value_name(enum hak_option option, long value) {
+  if ((unsigned)option >= HAK_OPT_COUNT || value < 0 || value > 2) return NULL;
+  return specs[option].names[value];
+}

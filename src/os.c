@@ -1,0 +1,117 @@
+/* os.c — mmap/munmap/madvise/mremap wrappers with call counters and aligned mapping. See os.h. */
+#include "os.h"
+
+#include <errno.h>
+#include <sys/mman.h>
+#include <time.h>
+
+struct hak_os_counters hak_os_counters;
+
+/* Aligned mappings first try an address hint in an area the kernel leaves alone by default (above
+ * 32 TiB); when the kernel honours the hint the mapping costs one mmap call instead of three. */
+#define HINT_BASE ((uintptr_t)32 << 40)
+#define HINT_END ((uintptr_t)64 << 40)
+static _Atomic uintptr_t hint_next = HINT_BASE;
+
+static void count_commit(int64_t delta) {
+  int64_t now = atomic_fetch_add_explicit(&hak_os_counters.committed_bytes, delta, memory_order_relaxed) + delta;
+  int64_t peak = atomic_load_explicit(&hak_os_counters.peak_committed_bytes, memory_order_relaxed);
+  while (now > peak && !atomic_compare_exchange_weak_explicit(&hak_os_counters.peak_committed_bytes, &peak, now,
+                                                              memory_order_relaxed, memory_order_relaxed)) {
+  }
+}
+
+static void *raw_map(void *hint, size_t size) {
+  atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  return p == MAP_FAILED ? NULL : p;
+}
+
+static void raw_unmap(void *p, size_t size) {
+  if (size == 0) return;
+  atomic_fetch_add_explicit(&hak_os_counters.munmap_calls, 1, memory_order_relaxed);
+  munmap(p, size);
+}
+
+static void *hinted_map(size_t size, size_t align) {
+  size_t step = (size + align - 1) & ~(align - 1);
+  uintptr_t hint = atomic_fetch_add_explicit(&hint_next, step, memory_order_relaxed);
+  hint = (hint + align - 1) & ~(uintptr_t)(align - 1);
+  if (hint + size > HINT_END) return NULL;
+  void *p = raw_map((void *)hint, size);
+  if (p == NULL) return NULL;
+  if (((uintptr_t)p & (align - 1)) == 0) return p;
+  raw_unmap(p, size);
+  return NULL;
+}
+
+void *hak_os_map(size_t size, size_t align, bool huge) {
+  if (size == 0 || size > ((size_t)1 << 46)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  void *p = NULL;
+  if (align <= HAK_OS_PAGE) {
+    p = raw_map(NULL, size);
+  } else {
+    p = hinted_map(size, align);
+    if (p == NULL) {
+      size_t over = size + align;
+      if (over < size) {
+        errno = ENOMEM;
+        return NULL;
+      }
+      uint8_t *raw = raw_map(NULL, over);
+      if (raw == NULL) return NULL;
+      uint8_t *aligned = (uint8_t *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
+      raw_unmap(raw, (size_t)(aligned - raw));
+      raw_unmap(aligned + size, (size_t)(raw + over - (aligned + size)));
+      p = aligned;
+    }
+  }
+  if (p == NULL) return NULL;
+  if (huge) hak_os_advise(p, size, MADV_HUGEPAGE);
+  atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
+  count_commit((int64_t)size);
+  return p;
+}
+
+void hak_os_unmap(void *addr, size_t size, bool committed) {
+  raw_unmap(addr, size);
+  atomic_fetch_sub_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
+  if (committed) count_commit(-(int64_t)size);
+}
+
+int hak_os_advise(void *addr, size_t size, int advice) {
+  atomic_fetch_add_explicit(&hak_os_counters.madvise_calls, 1, memory_order_relaxed);
+  if (madvise(addr, size, advice) == 0) return 0;
+  atomic_fetch_add_explicit(&hak_os_counters.madvise_errors, 1, memory_order_relaxed);
+  return errno;
+}
+
+int hak_os_purge(void *addr, size_t size, bool lazy) {
+  int err = hak_os_advise(addr, size, lazy ? MADV_FREE : MADV_DONTNEED);
+  if (err == EINVAL && lazy) err = hak_os_advise(addr, size, MADV_DONTNEED); /* kernels without MADV_FREE */
+  if (err == 0) count_commit(-(int64_t)size);
+  return err;
+}
+
+void hak_os_recommit(size_t size) { count_commit((int64_t)size); }
+
+void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target) {
+  atomic_fetch_add_explicit(&hak_os_counters.mremap_calls, 1, memory_order_relaxed);
+  void *p = target == NULL ? mremap(addr, old_size, new_size, 0)
+                           : mremap(addr, old_size, new_size, MREMAP_MAYMOVE | MREMAP_FIXED, target);
+  if (p == MAP_FAILED) return NULL;
+  /* in place the mapping changed size; moved, the target (already counted) replaced the old range */
+  int64_t delta = target == NULL ? (int64_t)new_size - (int64_t)old_size : -(int64_t)old_size;
+  atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, delta, memory_order_relaxed);
+  count_commit(delta);
+  return p;
+}
+
+uint64_t hak_clock_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}

@@ -1,0 +1,45 @@
+/* os.h — the platform layer: every call hakmem makes to the kernel for memory goes through here, so it
+ * is counted (for HAKMEM_STATS and hak_stats_get) and so the rest of the allocator never sees errno
+ * handling or alignment tricks. Thread-safe; none of it allocates. */
+#ifndef HAK_OS_H
+#define HAK_OS_H
+
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define HAK_OS_PAGE ((size_t)4096)
+
+/** Process-wide counters of OS calls and of memory mapped/committed by hakmem. */
+struct hak_os_counters {
+  _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls;
+  _Atomic uint64_t madvise_errors;
+  _Atomic int64_t mapped_bytes;        /* address space mapped now */
+  _Atomic int64_t committed_bytes;     /* mapped and not purged */
+  _Atomic int64_t peak_committed_bytes;
+};
+extern struct hak_os_counters hak_os_counters;
+
+/** Map `size` bytes (a multiple of the page size) of fresh zeroed read-write memory aligned to `align`
+ *  (a power of two >= page size). `huge` adds a transparent-huge-page hint. NULL on failure (errno
+ *  from the kernel, normally ENOMEM). */
+void *hak_os_map(size_t size, size_t align, bool huge);
+/** Unmap a range obtained from hak_os_map (or part of one). `committed` says whether it was still
+ *  counted as committed. */
+void hak_os_unmap(void *addr, size_t size, bool committed);
+/** Release the physical pages of [addr, addr+size) while keeping the mapping: MADV_DONTNEED, or
+ *  MADV_FREE when `lazy`. Returns 0 or the errno of a failed madvise (counted, never fatal). */
+int hak_os_purge(void *addr, size_t size, bool lazy);
+/** Record that a purged range is about to be used again (committed accounting only, no syscall). */
+void hak_os_recommit(size_t size);
+/** Counted madvise with any advice (MADV_WILLNEED, MADV_HUGEPAGE, ...). Returns 0 or errno. */
+int hak_os_advise(void *addr, size_t size, int advice);
+/** Resize a mapping with mremap. With target NULL only in place; otherwise the pages move onto
+ *  `target`, a mapping of new_size bytes from hak_os_map that is replaced. NULL on failure (the old
+ *  mapping and the target stay intact). */
+void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target);
+/** Monotonic clock in milliseconds (vDSO, no syscall). */
+uint64_t hak_clock_ms(void);
+
+#endif

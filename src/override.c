@@ -1,0 +1,38 @@
+/* override.c — the standard allocation names (malloc, free, ..., the glibc __libc_* entry points and
+ * malloc_trim) defined on top of hakmem, so LD_PRELOAD or linking -lhakmem replaces the C library's
+ * allocator. Compiled to nothing with -DHAK_NO_OVERRIDE=1 (embedding, e.g. the Rust crate). */
+#include "alloc.h"
+
+#if !HAK_NO_OVERRIDE
+#include <malloc.h>
+#include <stdlib.h>
+
+HAK_API void *malloc(size_t size) { return hak_malloc_inline(size); }
+HAK_API void free(void *p) { hak_free_inline(p); }
+HAK_API void *calloc(size_t count, size_t size) { return hak_calloc(count, size); }
+HAK_API void *realloc(void *p, size_t size) { return hak_realloc(p, size); }
+HAK_API void *reallocarray(void *p, size_t count, size_t size) { return hak_reallocarray(p, count, size); }
+HAK_API void *aligned_alloc(size_t alignment, size_t size) { return hak_aligned_alloc(alignment, size); }
+HAK_API int posix_memalign(void **out, size_t alignment, size_t size) { return hak_posix_memalign(out, alignment, size); }
+HAK_API void *memalign(size_t alignment, size_t size) { return hak_memalign(alignment, size); }
+HAK_API void *valloc(size_t size) { return hak_valloc(size); }
+HAK_API void *pvalloc(size_t size) { return hak_pvalloc(size); }
+HAK_API size_t malloc_usable_size(void *p) { return hak_usable_size_of(p); }
+HAK_API void free_sized(void *p, size_t size) { hak_free_sized(p, size); }
+HAK_API void free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_aligned_sized(p, alignment, size); }
+HAK_API void cfree(void *p) { hak_free_inline(p); }
+
+HAK_API int malloc_trim(size_t pad) {
+  (void)pad;
+  hak_collect(true);
+  return 1;
+}
+
+HAK_API void *__libc_malloc(size_t size) { return hak_malloc_inline(size); }
+HAK_API void __libc_free(void *p) { hak_free_inline(p); }
+HAK_API void *__libc_calloc(size_t count, size_t size) { return hak_calloc(count, size); }
+HAK_API void *__libc_realloc(void *p, size_t size) { return hak_realloc(p, size); }
+HAK_API void *__libc_memalign(size_t alignment, size_t size) { return hak_memalign(alignment, size); }
+HAK_API void *__libc_valloc(size_t size) { return hak_valloc(size); }
+HAK_API void *__libc_pvalloc(size_t size) { return hak_pvalloc(size); }
+#endif

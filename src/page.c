@@ -1,0 +1,118 @@
+/* page.c — the free lists of one page: carving fresh blocks, collecting owner and remote frees, the
+ * lock-free remote push, and the full/notified state machine kept in the low bits of page->remote. */
+#include "alloc.h"
+
+/* How many bytes of fresh blocks one extension carves (more means fewer slow paths, but touches
+ * memory earlier). */
+#define HAK_EXTEND_BYTES ((size_t)16 << 10)
+
+void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key) {
+  size_t bs = hak_class_size(cls);
+  page->free = NULL;
+  page->local_free = NULL;
+  page->used = 0;
+  page->block_size = (uint32_t)bs;
+  page->in_full = 0;
+  page->size_class = (uint8_t)cls;
+  page->slice_count = (uint8_t)slices;
+  page->is_empty_listed = 0;
+  page->capacity = 0;
+  atomic_store_explicit(&page->remote, 0, memory_order_relaxed);
+  page->start = (uint8_t *)seg + ((size_t)slice << HAK_SLICE_SHIFT);
+  page->reserved = (uint32_t)(((size_t)slices << HAK_SLICE_SHIFT) / bs);
+  page->empty_since = 0;
+  page->next = page->prev = NULL;
+  page->key = key;
+}
+
+bool hak_page_extend(hak_page *page) {
+  uint32_t left = page->reserved - page->capacity;
+  if (left == 0) return false;
+  size_t bs = page->block_size;
+  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / bs);
+  if (n == 0) n = 1;
+  if (n > left) n = left;
+  uint8_t *first = page->start + (size_t)page->capacity * bs;
+  hak_block *b = (hak_block *)first;
+  for (uint32_t i = 1; i < n; i++) {
+    hak_block *next = (hak_block *)(first + (size_t)i * bs);
+    hak_next_encode(page, b, next);
+    b = next;
+  }
+  hak_next_encode(page, b, page->free);
+  page->free = (hak_block *)first;
+  page->capacity += n;
+  return true;
+}
+
+/* Take the whole remote list, keeping the state bits. */
+static hak_block *take_remote(hak_page *page) {
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
+  while ((old & ~(uintptr_t)REMOTE_STATE_MASK) != 0) {
+    if (atomic_compare_exchange_weak_explicit(&page->remote, &old, old & REMOTE_STATE_MASK, memory_order_acquire,
+                                              memory_order_relaxed))
+      return (hak_block *)(old & ~(uintptr_t)REMOTE_STATE_MASK);
+  }
+  return NULL;
+}
+
+void hak_page_collect(hak_heap *heap, hak_page *page) {
+  if (page->local_free != NULL) {
+    if (page->free == NULL) {
+      page->free = page->local_free;
+    } else {
+      hak_block *tail = page->local_free, *next;
+      while ((next = hak_next_decode(page, tail)) != NULL) tail = next;
+      hak_next_encode(page, tail, page->free);
+      page->free = page->local_free;
+    }
+    page->local_free = NULL;
+  }
+  hak_block *list = take_remote(page);
+  if (list == NULL) return;
+  uint32_t n = 1;
+  hak_block *tail = list, *next;
+  while ((next = hak_next_decode(page, tail)) != NULL) {
+    tail = next;
+    n++;
+  }
+  if (unlikely(n > page->used)) hak_fatal("double free (remote) detected in page of", list, page->size_class);
+  hak_next_encode(page, tail, page->free);
+  page->free = list;
+  page->used -= n;
+  HAK_COUNT_N(heap->counters.remote_collected, n);
+  HAK_COUNT_N(heap->counters.frees, n);
+}
+
+void hak_page_remote_free(hak_segment *seg, hak_page *page, hak_block *block) {
+  if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
+  do {
+    state = old & REMOTE_STATE_MASK;
+    if (unlikely((uintptr_t)block == (old & ~(uintptr_t)REMOTE_STATE_MASK)))
+      hak_fatal("double free detected of", block, page->size_class);
+    hak_next_encode(page, block, (hak_block *)(old & ~(uintptr_t)REMOTE_STATE_MASK));
+  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
+                                                  (uintptr_t)block | (state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
+                                                  memory_order_release, memory_order_relaxed));
+  if (state == REMOTE_FULL) {
+    hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+    if (owner != NULL) atomic_fetch_or_explicit(&owner->full_notified, (uint64_t)1 << page->size_class, memory_order_release);
+  }
+}
+
+bool hak_page_set_full_state(hak_page *page) {
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
+  do {
+    if ((old & ~(uintptr_t)REMOTE_STATE_MASK) != 0) return false; /* frees arrived: not full after all */
+  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, REMOTE_FULL, memory_order_acq_rel,
+                                                  memory_order_relaxed));
+  return true;
+}
+
+void hak_page_clear_full_state(hak_page *page) {
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, old & ~(uintptr_t)REMOTE_STATE_MASK,
+                                                memory_order_acq_rel, memory_order_relaxed)) {
+  }
+}

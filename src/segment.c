@@ -1,0 +1,220 @@
+/* segment.c — 4 MiB segments and their 64 KiB slices: carving pages out of a heap's segments, giving
+ * slices back, purging free slices after the delay, and the two process-wide lists of segments no
+ * thread owns: the cache of empty segments and the abandoned segments of exited threads. */
+#include <pthread.h>
+
+#include "internal.h"
+
+#define SEGMENT_CACHE_MAX 16 /* empty segments kept mapped (their free slices are purged on schedule) */
+
+static struct {
+  pthread_mutex_t lock;
+  hak_segment *cache;     /* empty segments, most recently released first */
+  unsigned cache_count;
+  hak_segment *abandoned; /* segments of exited threads that still hold live blocks */
+  _Atomic unsigned abandoned_count;
+  _Atomic uint64_t reclaimed;
+} segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+void hak_segments_lock(void) { pthread_mutex_lock(&segs.lock); }
+void hak_segments_unlock(void) { pthread_mutex_unlock(&segs.lock); }
+void hak_segments_after_fork_child(void) { pthread_mutex_init(&segs.lock, NULL); }
+uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
+
+static uint64_t run_mask(unsigned at, unsigned n) { return (n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << at; }
+
+/* Lowest slice index starting a run of n free slices, or -1. */
+static int find_run(uint64_t free_slices, unsigned n) {
+  uint64_t m = free_slices;
+  for (unsigned i = 1; i < n && m; i++) m &= free_slices >> i;
+  return m ? __builtin_ctzll(m) : -1;
+}
+
+static unsigned slices_for_class(unsigned cls) {
+  size_t bs = hak_class_size(cls);
+  if (bs <= (8u << 10)) return 1;
+  size_t n = (bs * 8 + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
+  return n > HAK_MAX_PAGE_SLICES ? HAK_MAX_PAGE_SLICES : (unsigned)n;
+}
+
+static void list_push(hak_segment **head, hak_segment *seg) {
+  seg->prev = NULL;
+  seg->next = *head;
+  if (*head) (*head)->prev = seg;
+  *head = seg;
+}
+
+static void list_remove(hak_segment **head, hak_segment *seg) {
+  if (seg->prev) seg->prev->next = seg->next;
+  else *head = seg->next;
+  if (seg->next) seg->next->prev = seg->prev;
+  seg->next = seg->prev = NULL;
+}
+
+static void own(hak_heap *heap, hak_segment *seg) {
+  atomic_store_explicit(&seg->owner, heap, memory_order_release);
+  list_push(&heap->segments, seg);
+  heap->segment_count++;
+}
+
+static void disown(hak_heap *heap, hak_segment *seg) {
+  list_remove(&heap->segments, seg);
+  heap->segment_count--;
+  atomic_store_explicit(&seg->owner, NULL, memory_order_release);
+}
+
+static hak_segment *segment_map(void) {
+  hak_segment *seg = hak_os_map(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE, false);
+  if (seg == NULL) return NULL;
+  if (!hak_pagemap_set(seg, seg)) {
+    hak_os_unmap(seg, HAK_SEGMENT_SIZE, true);
+    return NULL;
+  }
+  seg->kind = HAK_KIND_SEGMENT;
+  seg->free_slices = ~(uint64_t)1;
+  for (unsigned i = 0; i < HAK_SLICES; i++) seg->slice_page[i] = (uint8_t)i;
+  return seg;
+}
+
+static void segment_unmap(hak_segment *seg) {
+  /* the whole segment was counted as committed when mapped, purged slices were uncounted since */
+  hak_os_recommit((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT);
+  hak_pagemap_set(seg, NULL);
+  hak_os_unmap(seg, HAK_SEGMENT_SIZE, true);
+}
+
+void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
+  uint64_t dirty = seg->dirty_slices & seg->free_slices;
+  if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
+  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
+  while (dirty) {
+    unsigned at = (unsigned)__builtin_ctzll(dirty);
+    uint64_t run = ~(dirty >> at);
+    unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - at;
+    if (hak_os_purge((uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT), (size_t)n << HAK_SLICE_SHIFT, lazy) == 0)
+      seg->purged_slices |= run_mask(at, n);
+    dirty &= ~run_mask(at, n);
+  }
+  seg->dirty_slices = 0;
+  seg->purge_due_ms = 0;
+}
+
+static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
+  uint64_t bits = run_mask(at, n);
+  uint64_t purged = bits & seg->purged_slices;
+  if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
+  seg->free_slices &= ~bits;
+  seg->dirty_slices &= ~bits;
+  seg->purged_slices &= ~bits;
+  for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)at;
+  hak_page *page = &seg->pages[at];
+  uintptr_t key = 0;
+#if HAK_SECURE
+  heap->random ^= heap->random << 13;
+  heap->random ^= heap->random >> 7;
+  heap->random ^= heap->random << 17;
+  key = heap->random | 1;
+#endif
+  hak_page_init(page, seg, at, n, cls, key);
+  seg->used_pages++;
+  return page;
+}
+
+hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls) {
+  unsigned n = slices_for_class(cls);
+  for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
+    int at = find_run(seg->free_slices, n);
+    if (at >= 0) return take_page(heap, seg, (unsigned)at, n, cls);
+  }
+  hak_segment *seg;
+  while ((seg = hak_segment_reclaim_one()) != NULL) {
+    hak_heap_adopt(heap, seg);
+    int at = find_run(seg->free_slices, n);
+    if (at >= 0) return take_page(heap, seg, (unsigned)at, n, cls);
+  }
+  pthread_mutex_lock(&segs.lock);
+  seg = segs.cache;
+  if (seg != NULL) {
+    list_remove(&segs.cache, seg);
+    segs.cache_count--;
+  }
+  pthread_mutex_unlock(&segs.lock);
+  if (seg == NULL) seg = segment_map();
+  if (seg == NULL) return NULL;
+  own(heap, seg);
+  return take_page(heap, seg, 1, n, cls);
+}
+
+void hak_segment_page_free(hak_heap *heap, hak_page *page) {
+  hak_segment *seg = (hak_segment *)((uintptr_t)page & ~(HAK_SEGMENT_SIZE - 1));
+  unsigned at = (unsigned)(page - seg->pages), n = page->slice_count;
+  page->slice_count = 0;
+  page->free = page->local_free = NULL;
+  for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)i;
+  uint64_t bits = run_mask(at, n);
+  seg->free_slices |= bits;
+  seg->dirty_slices |= bits;
+  seg->used_pages--;
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (delay == 0) {
+    hak_segment_purge(seg, 0, true);
+  } else if (delay > 0 && seg->purge_due_ms == 0) {
+    seg->purge_due_ms = hak_clock_ms() + (uint64_t)delay;
+  }
+  if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) hak_segment_release(heap, seg);
+}
+
+void hak_segment_release(hak_heap *heap, hak_segment *seg) {
+  if (heap != NULL) disown(heap, seg);
+  hak_segment *evict = NULL;
+  pthread_mutex_lock(&segs.lock);
+  list_push(&segs.cache, seg);
+  if (++segs.cache_count > SEGMENT_CACHE_MAX) {
+    for (evict = segs.cache; evict->next != NULL; evict = evict->next) {
+    }
+    list_remove(&segs.cache, evict);
+    segs.cache_count--;
+  }
+  pthread_mutex_unlock(&segs.lock);
+  if (evict != NULL) segment_unmap(evict);
+}
+
+void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
+  disown(heap, seg);
+  pthread_mutex_lock(&segs.lock);
+  list_push(&segs.abandoned, seg);
+  pthread_mutex_unlock(&segs.lock);
+  atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
+}
+
+hak_segment *hak_segment_reclaim_one(void) {
+  if (atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed) == 0) return NULL;
+  pthread_mutex_lock(&segs.lock);
+  hak_segment *seg = segs.abandoned;
+  if (seg != NULL) {
+    list_remove(&segs.abandoned, seg);
+    atomic_fetch_sub_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&segs.lock);
+  return seg;
+}
+
+void hak_segment_cache_collect(bool force) {
+  uint64_t now = hak_clock_ms();
+  hak_segment *unmap = NULL;
+  pthread_mutex_lock(&segs.lock);
+  if (force) {
+    unmap = segs.cache;
+    segs.cache = NULL;
+    segs.cache_count = 0;
+  } else {
+    for (hak_segment *seg = segs.cache; seg != NULL; seg = seg->next) hak_segment_purge(seg, now, false);
+  }
+  pthread_mutex_unlock(&segs.lock);
+  while (unmap != NULL) {
+    hak_segment *next = unmap->next;
+    segment_unmap(unmap);
+    unmap = next;
+  }
+}

@@ -1,0 +1,117 @@
+/* stats.c — hak_stats_get and hak_stats_print: per-thread counters merged from every heap, the OS
+ * call counters of os.c, the large-tier counters, and the process's page faults and RSS. */
+#include "internal.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#define SMALL_CLASS_MAX 19 /* classes 0..19 are the small tier (<= 1024 bytes) */
+
+static uint64_t current_rss(void) {
+  int fd = open("/proc/self/statm", O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return 0;
+  char buf[128];
+  ssize_t n = read(fd, buf, sizeof buf - 1);
+  close(fd);
+  if (n <= 0) return 0;
+  buf[n] = 0;
+  const char *p = buf;
+  while (*p && *p != ' ') p++; /* skip total size */
+  uint64_t pages = 0;
+  while (*p == ' ') p++;
+  while (*p >= '0' && *p <= '9') pages = pages * 10 + (uint64_t)(*p++ - '0');
+  return pages * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static uint64_t load(const _Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
+
+HAK_API int hak_stats_get(struct hak_stats *out) {
+  if (out == NULL) return EINVAL;
+  hak_init();
+  *out = (struct hak_stats){0};
+  hak_heaps_lock();
+  for (hak_heap *h = hak_heaps_first(); h != NULL; h = h->next_all) {
+    for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
+      uint64_t n = load(&h->counters.allocs[c]);
+      unsigned tier = c <= SMALL_CLASS_MAX ? HAK_TIER_SMALL : HAK_TIER_MEDIUM;
+      out->allocs[tier] += n;
+      out->alloc_bytes[tier] += n * hak_class_size(c);
+    }
+    out->frees += load(&h->counters.frees);
+    out->remote_frees += load(&h->counters.remote_collected);
+  }
+  hak_heaps_unlock();
+  uint64_t large_frees;
+  hak_large_counters(&out->large_cache_hits, &out->large_cache_misses, &out->allocs[HAK_TIER_LARGE],
+                     &out->alloc_bytes[HAK_TIER_LARGE], &large_frees);
+  out->frees += large_frees;
+  hak_heaps_thread_counts(&out->threads_started, &out->threads_exited);
+  out->segments_reclaimed = hak_segments_reclaimed();
+  struct hak_os_counters *os = &hak_os_counters;
+  out->mmap_calls = load(&os->mmap_calls);
+  out->munmap_calls = load(&os->munmap_calls);
+  out->madvise_calls = load(&os->madvise_calls);
+  out->mprotect_calls = load(&os->mprotect_calls);
+  out->mremap_calls = load(&os->mremap_calls);
+  int64_t committed = atomic_load_explicit(&os->committed_bytes, memory_order_relaxed);
+  int64_t peak = atomic_load_explicit(&os->peak_committed_bytes, memory_order_relaxed);
+  int64_t mapped = atomic_load_explicit(&os->mapped_bytes, memory_order_relaxed);
+  out->committed_bytes = committed > 0 ? (uint64_t)committed : 0;
+  out->peak_committed_bytes = peak > 0 ? (uint64_t)peak : 0;
+  out->mapped_bytes = mapped > 0 ? (uint64_t)mapped : 0;
+  struct rusage ru;
+  if (getrusage(RUSAGE_SELF, &ru) == 0) {
+    out->minor_faults = (uint64_t)ru.ru_minflt;
+    out->major_faults = (uint64_t)ru.ru_majflt;
+    out->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
+  }
+  out->current_rss_bytes = current_rss();
+  return 0;
+}
+
+static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
+
+HAK_API void hak_stats_print(FILE *out) {
+  struct hak_stats s;
+  hak_stats_get(&s);
+  char buf[2048];
+  static const char *tiers[HAK_TIER_COUNT] = {"small (<= 1 KiB)", "medium (<= 512 KiB)", "large (> 512 KiB)"};
+  uint64_t ops = s.frees, calls = s.mmap_calls + s.munmap_calls + s.madvise_calls + s.mprotect_calls + s.mremap_calls;
+  for (int t = 0; t < HAK_TIER_COUNT; t++) ops += s.allocs[t];
+  long profile = hak_opts.value[HAK_OPT_PROFILE];
+  const char *pname = hak_option_value_name(HAK_OPT_PROFILE, profile);
+  int n = snprintf(buf, sizeof buf,
+                   "hakmem stats: version %d.%d.%d%s, profile %s, purge delay %ld ms\n"
+                   "  %-20s %14s %14s\n",
+                   HAKMEM_VERSION_MAJOR, HAKMEM_VERSION_MINOR, HAKMEM_VERSION_PATCH, HAK_SECURE ? " (hardened)" : "",
+                   pname ? pname : "?", (long)hak_opts.value[HAK_OPT_PURGE_DELAY_MS], "tier", "allocations", "MiB");
+  for (int t = 0; t < HAK_TIER_COUNT && n < (int)sizeof buf; t++)
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "  %-20s %14llu %14.1f\n", tiers[t], (unsigned long long)s.allocs[t],
+                  mib(s.alloc_bytes[t]));
+  if (n < (int)sizeof buf)
+    n += snprintf(buf + n, sizeof buf - (size_t)n,
+                  "  frees %llu (remote %llu); threads started %llu, exited %llu; segments reclaimed %llu\n"
+                  "  committed now %.1f MiB, peak %.1f MiB; mapped %.1f MiB\n"
+                  "  os calls: mmap %llu, munmap %llu, madvise %llu, mprotect %llu, mremap %llu (%.3g per op)\n"
+                  "  large cache: hits %llu, misses %llu\n"
+                  "  process: page faults minor %llu, major %llu; rss now %.1f MiB, peak %.1f MiB\n",
+                  (unsigned long long)s.frees, (unsigned long long)s.remote_frees,
+                  (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
+                  (unsigned long long)s.segments_reclaimed, mib(s.committed_bytes), mib(s.peak_committed_bytes),
+                  mib(s.mapped_bytes), (unsigned long long)s.mmap_calls, (unsigned long long)s.munmap_calls,
+                  (unsigned long long)s.madvise_calls, (unsigned long long)s.mprotect_calls,
+                  (unsigned long long)s.mremap_calls, ops ? (double)calls / (double)ops : 0.0,
+                  (unsigned long long)s.large_cache_hits, (unsigned long long)s.large_cache_misses,
+                  (unsigned long long)s.minor_faults, (unsigned long long)s.major_faults, mib(s.current_rss_bytes),
+                  mib(s.peak_rss_bytes));
+  if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
+  if (out == NULL) {
+    ssize_t r = write(STDERR_FILENO, buf, (size_t)n);
+    (void)r;
+  } else {
+    fwrite(buf, 1, (size_t)n, out);
+    fflush(out);
+  }
+}
