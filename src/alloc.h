@@ -34,7 +34,7 @@ static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
   if (unlikely(b == NULL)) return NULL;
   page->free = hak_next_decode(page, b);
   page->used++;
-  HAK_COUNT(heap->counters.allocs[page->size_class]);
+  page->allocs++;
 #if HAK_SECURE
   return hak_secure_on_alloc(page, b);
 #else
@@ -94,7 +94,6 @@ static inline void hak_free_inline(void *p) {
     hak_next_encode(page, b, page->local_free);
     page->local_free = b;
     page->used = used - 1;
-    HAK_COUNT(heap->counters.frees);
   } else {
     hak_page_remote_free(seg, page, b);
   }

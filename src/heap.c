@@ -251,7 +251,6 @@ void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_b
   hak_next_encode(page, block, page->local_free);
   page->local_free = block;
   page->used--;
-  HAK_COUNT(heap->counters.frees);
   unsigned cls = page->size_class;
   if (page->in_full) {
     queue_remove(&heap->full[cls], page);
@@ -332,6 +331,13 @@ void hak_heap_thread_done(void *arg) {
   pthread_mutex_lock(&heaps.lock);
   heap->in_use = false;
   pthread_mutex_unlock(&heaps.lock);
+}
+
+void hak_heap_flush_counts(hak_heap *heap) {
+  for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
+    for (hak_page *page = heap->pages[c].first; page != NULL; page = page->next) hak_page_flush_counts(heap, page);
+    for (hak_page *page = heap->full[c].first; page != NULL; page = page->next) hak_page_flush_counts(heap, page);
+  }
 }
 
 void hak_heaps_collect(bool force) {

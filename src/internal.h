@@ -112,6 +112,8 @@ typedef struct hak_page {
   _Atomic uintptr_t remote; /* remote-freed blocks | REMOTE_* state */
   uint8_t *start;           /* first block */
   uint32_t reserved;        /* blocks that fit in the page */
+  uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
+  uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
   struct hak_page *next, *prev;
   uintptr_t key;            /* hardened builds: free-list and canary key */
@@ -137,14 +139,14 @@ typedef struct hak_page_queue {
 } hak_page_queue;
 
 /* Per-thread counters. Only the owner writes them (plain load+store); readers merge them with relaxed
- * loads, so counting costs no atomic read-modify-write. */
+ * loads, so counting costs no atomic read-modify-write. The fast paths count nothing but page->allocs;
+ * hak_page_flush_counts folds a page's allocations and local frees into these on slow paths. */
 typedef struct hak_heap_counters {
   _Atomic uint64_t allocs[HAK_CLASS_COUNT];
   _Atomic uint64_t frees;
   _Atomic uint64_t remote_collected;
 } hak_heap_counters;
 
-#define HAK_COUNT(field) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + 1, memory_order_relaxed)
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
 
 struct hak_heap {
@@ -201,6 +203,8 @@ void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited);
 /* ---- Pages (page.c) ------------------------------------------------------------------------------ */
 void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key);
 void hak_page_collect(hak_heap *heap, hak_page *page);
+void hak_page_flush_counts(hak_heap *heap, hak_page *page);
+void hak_heap_flush_counts(hak_heap *heap);
 bool hak_page_extend(hak_page *page);
 void hak_page_remote_free(hak_segment *seg, hak_page *page, hak_block *block);
 bool hak_page_set_full_state(hak_page *page);

@@ -20,6 +20,8 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   atomic_store_explicit(&page->remote, 0, memory_order_relaxed);
   page->start = (uint8_t *)seg + ((size_t)slice << HAK_SLICE_SHIFT);
   page->reserved = (uint32_t)(((size_t)slices << HAK_SLICE_SHIFT) / bs);
+  page->allocs = 0;
+  page->used_at_flush = 0;
   page->empty_since = 0;
   page->next = page->prev = NULL;
   page->key = key;
@@ -56,7 +58,16 @@ static hak_block *take_remote(hak_page *page) {
   return NULL;
 }
 
+void hak_page_flush_counts(hak_heap *heap, hak_page *page) {
+  uint32_t allocs = page->allocs, local_frees = allocs - (page->used - page->used_at_flush);
+  HAK_COUNT_N(heap->counters.allocs[page->size_class], allocs);
+  HAK_COUNT_N(heap->counters.frees, local_frees);
+  page->allocs = 0;
+  page->used_at_flush = page->used;
+}
+
 void hak_page_collect(hak_heap *heap, hak_page *page) {
+  hak_page_flush_counts(heap, page);
   if (page->local_free != NULL) {
     if (page->free == NULL) {
       page->free = page->local_free;
@@ -80,6 +91,7 @@ void hak_page_collect(hak_heap *heap, hak_page *page) {
   hak_next_encode(page, tail, page->free);
   page->free = list;
   page->used -= n;
+  page->used_at_flush = page->used;
   HAK_COUNT_N(heap->counters.remote_collected, n);
   HAK_COUNT_N(heap->counters.frees, n);
 }

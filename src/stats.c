@@ -31,6 +31,7 @@ HAK_API int hak_stats_get(struct hak_stats *out) {
   if (out == NULL) return EINVAL;
   hak_init();
   *out = (struct hak_stats){0};
+  if (hak_tls_heap != &hak_heap_empty) hak_heap_flush_counts(hak_tls_heap); /* exact for the caller */
   hak_heaps_lock();
   for (hak_heap *h = hak_heaps_first(); h != NULL; h = h->next_all) {
     for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
