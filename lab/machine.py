@@ -1,0 +1,66 @@
+"""machine.py — describes the machine a report was measured on: CPU model, cores, RAM, kernel, glibc,
+transparent huge pages, compiler, strace, and the versions of the peer allocator packages (dpkg-query)."""
+
+from __future__ import annotations
+
+import os
+import platform
+import subprocess
+
+from lab.allocators import PEERS, package_versions
+
+
+def _first_line(cmd: list[str]) -> str | None:
+    try:
+        out = subprocess.run(cmd, capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    text = (out.stdout or out.stderr).strip()
+    return text.splitlines()[0] if out.returncode == 0 and text else None
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.partition(":")[2].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def _mem_total_gib() -> float | None:
+    try:
+        with open("/proc/meminfo", encoding="ascii") as f:
+            for line in f:
+                if line.startswith("MemTotal:"):
+                    return round(int(line.split()[1]) / (1 << 20), 1)
+    except (OSError, ValueError):
+        pass
+    return None
+
+
+def _thp() -> str | None:
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled", encoding="ascii") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def describe() -> dict[str, object]:
+    """A dict of facts; absent ones are None."""
+    glibc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else None
+    return {
+        "cpu": _cpu_model(),
+        "cores": os.cpu_count(),
+        "ram_gib": _mem_total_gib(),
+        "kernel": platform.release(),
+        "glibc": glibc,
+        "thp": _thp(),
+        "compiler": _first_line(["cc", "--version"]),
+        "strace": _first_line(["strace", "-V"]),
+        "python": platform.python_version(),
+        "packages": package_versions([p for _, p, _ in PEERS] + ["libc6"]),
+    }

@@ -1,0 +1,106 @@
+"""report.py — writes the files of an experiment: report.md (markdown tables: machine, allocators, results,
+exact commands) and data.json (every run and every summary figure). Also the number formatting shared by
+all reports."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def fmt_num(v: float | None, digits: int = 3) -> str:
+    """A number with `digits` significant digits and a k/M/G suffix from 10 000 up; '' for None."""
+    if v is None or (isinstance(v, float) and math.isnan(v)):
+        return ""
+    a = abs(v)
+    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
+        if a >= div:
+            return f"{v / div:.{digits}g}{suffix}" if a / div < 10 ** digits else f"{v / div:,.0f}{suffix}"
+    if a >= 10 ** digits:
+        return f"{v:,.0f}"
+    return f"{v:.{digits}g}"
+
+
+def fmt_int(v: float | None) -> str:
+    return "" if v is None else f"{int(round(v)):,}"
+
+
+def fmt_kib(kb: float | None) -> str:
+    """KiB as MiB with one decimal."""
+    return "" if kb is None else f"{kb / 1024:,.1f} MiB"
+
+
+def fmt_pct(v: float | None, signed: bool = True) -> str:
+    if v is None:
+        return ""
+    return f"{v:+.1f}%" if signed else f"{v:.1f}%"
+
+
+def fmt_ratio(r: float | None) -> str:
+    """A ratio to the best: '-' for the best itself, else '+x.x%'."""
+    if r is None:
+        return ""
+    return "-" if abs(r - 1.0) < 5e-4 else f"{(r - 1.0) * 100:+.1f}%"
+
+
+def table(headers: Sequence[str], rows: Sequence[Sequence[object]], right: Sequence[int] | None = None) -> str:
+    """A markdown table; the columns in `right` (default: all but the first two) are right-aligned."""
+    if right is None:
+        right = range(2, len(headers))
+    align = ["---:" if i in set(right) else "---" for i in range(len(headers))]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join(align) + "|"]
+    for row in rows:
+        cells = ["" if c is None else str(c).replace("|", "\\|") for c in row]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
+    """The same table aligned for a terminal."""
+    cells = [list(map(str, headers))] + [["" if c is None else str(c) for c in r] for r in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    out = []
+    for n, r in enumerate(cells):
+        out.append("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths))))
+        if n == 0:
+            out.append("  ".join("-" * w for w in widths))
+    return "\n".join(out)
+
+
+def machine_section(m: dict) -> str:
+    pk = m.get("packages") or {}
+    rows = [
+        ("CPU", m.get("cpu")), ("cores", m.get("cores")), ("RAM", f"{m.get('ram_gib')} GiB"),
+        ("kernel", m.get("kernel")), ("glibc", m.get("glibc")), ("transparent huge pages", m.get("thp")),
+        ("compiler", m.get("compiler")), ("strace", m.get("strace") or "not installed"),
+        ("python", m.get("python")),
+    ] + [(f"package {k}", v) for k, v in sorted(pk.items())]
+    return "## Machine\n\n" + table(("what", "value"), rows, right=())
+
+
+def allocators_section(allocators: Sequence, missing: Sequence, versions: dict[str, str]) -> str:
+    rows = [(a.name, a.describe(), versions.get(a.package or "", "")) for a in allocators]
+    text = "## Allocators\n\n" + table(("name", "library", "package version"), rows, right=())
+    if missing:
+        text += "\n\nSkipped:\n\n" + "\n".join(f"- **{m.name}**: {m.reason}" for m in missing)
+    return text
+
+
+def commands_section(lab_command: str, commands: Sequence[str], notes: Sequence[str] = ()) -> str:
+    text = "## Commands\n\nThis report: `" + lab_command + "`\n\nEach measured process (repeated as the report says):\n\n"
+    text += "```sh\n" + "\n".join(commands) + "\n```"
+    if notes:
+        text += "\n\n" + "\n".join(f"- {n}" for n in notes)
+    return text
+
+
+def write(out_dir: Path, title: str, status: str, sections: Sequence[str], data: dict) -> Path:
+    """Write report.md and data.json into out_dir; returns the report's path."""
+    out_dir.mkdir(parents=True, exist_ok=True)
+    body = [f"# {title}", f"**Status:** {status}"] + [s for s in sections if s]
+    report = out_dir / "report.md"
+    report.write_text("\n\n".join(body) + "\n", encoding="utf-8")
+    (out_dir / "data.json").write_text(json.dumps(data, indent=1, default=str) + "\n", encoding="utf-8")
+    return report

@@ -1,0 +1,237 @@
+"""runner.py — runs one workload process under one allocator (LD_PRELOAD) and measures it: wall time,
+user and sys time, peak RSS and page faults from os.wait4's rusage, the workload's own RESULT figures, its
+PROGRESS lines, its latency histogram and, on request, VmRSS sampled from /proc/<pid>/status. Every run is
+checked against the intended allocator. A separate `strace -f -c` pass counts memory system calls; traced
+runs are never timed."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from lab.allocators import Allocator, verify
+from lab.parse import parse_output, parse_strace_summary
+from lab.workloads import Workload
+
+SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex")
+
+
+@dataclass
+class Spec:
+    """One workload command under one allocator."""
+
+    workload: Workload
+    allocator: Allocator
+    args: list[str]
+    threads: int | None = None
+    flags: list[str] = field(default_factory=list)  # harness flags: -l, -H, -d SEC, -p MS
+    env: dict[str, str] = field(default_factory=dict)  # extra environment (e.g. an option under A/B)
+    unset: tuple[str, ...] = ()  # variables removed from the environment
+
+    def argv(self, root: Path) -> list[str]:
+        argv = [str(self.workload.binary(root))]
+        if self.threads is not None:
+            argv += ["-t", str(self.threads)]
+        return argv + self.flags + self.args
+
+    def full_env(self) -> dict[str, str]:
+        """The variables this run sets on top of the (cleaned) environment."""
+        return {**self.allocator.env(), **self.env}
+
+    def shell(self, root: Path) -> str:
+        """The command as one would type it in a shell."""
+        env = " ".join(f"{k}={shlex.quote(v)}" for k, v in self.full_env().items())
+        unset = " ".join(f"-u {k}" for k in self.unset)
+        prefix = f"env {unset} " if unset else ""
+        return prefix + (env + " " if env else "") + shlex.join(self.argv(root))
+
+
+@dataclass
+class Run:
+    workload: str
+    allocator: str
+    command: str
+    threads: int | None
+    env: dict[str, str]
+    returncode: int = 0
+    wall_s: float = 0.0
+    user_s: float = 0.0
+    sys_s: float = 0.0
+    maxrss_kb: int = 0
+    minflt: int = 0
+    majflt: int = 0
+    results: dict = field(default_factory=dict)
+    progress: list = field(default_factory=list)
+    hist: list = field(default_factory=list)
+    rss_samples: list = field(default_factory=list)  # (seconds since start, VmRSS KiB)
+    allocator_check: str | None = None
+    error: str | None = None
+    stderr_tail: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    def value(self, key: str) -> float | None:
+        v = self.results.get(key)
+        return float(v) if isinstance(v, (int, float)) else None
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def clean_environ(unset: tuple[str, ...] = ()) -> dict[str, str]:
+    """The parent's environment without any preload or allocator tuning inherited from the caller."""
+    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and k not in unset}
+    return env
+
+
+def _read_vmrss(pid: int) -> int | None:
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _describe_status(code: int) -> str:
+    return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
+
+
+def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: float | None = None,
+        on_line: Callable[[str], None] | None = None) -> Run:
+    """Run the spec once, timed. Raises AllocatorMismatch when the process did not use spec.allocator;
+    a crash, a bad exit status or a timeout is recorded in Run.error."""
+    argv = spec.argv(root)
+    env = {**clean_environ(spec.unset), **spec.full_env()}
+    result = Run(spec.workload.name, spec.allocator.name, spec.shell(root), spec.threads, spec.full_env())
+    with tempfile.TemporaryFile(mode="w+") as err:
+        start = time.perf_counter()
+        proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env, text=True, bufsize=1)
+        timed_out = threading.Event()
+        done = threading.Event()
+        watchdog = None
+        if timeout is not None:
+            def expire() -> None:
+                timed_out.set()
+                proc.kill()
+            watchdog = threading.Timer(timeout, expire)
+            watchdog.start()
+        sampler = None
+        if rss_interval:
+            def sample() -> None:
+                while not done.wait(rss_interval):
+                    kb = _read_vmrss(proc.pid)
+                    if kb is not None:
+                        result.rss_samples.append((round(time.perf_counter() - start, 3), kb))
+            sampler = threading.Thread(target=sample, daemon=True)
+            sampler.start()
+        lines = []
+        try:
+            assert proc.stdout is not None
+            for line in proc.stdout:
+                lines.append(line)
+                if on_line is not None:
+                    on_line(line)
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:
+            proc.kill()
+            os.wait4(proc.pid, 0)
+            proc.returncode = -9
+            raise
+        finally:
+            done.set()
+            if watchdog is not None:
+                watchdog.cancel()
+            if sampler is not None:
+                sampler.join()
+        result.wall_s = time.perf_counter() - start
+        proc.returncode = result.returncode = os.waitstatus_to_exitcode(status)
+        proc.stdout.close()
+        err.seek(0)
+        result.stderr_tail = err.read()[-2000:]
+    result.user_s, result.sys_s = usage.ru_utime, usage.ru_stime
+    result.maxrss_kb, result.minflt, result.majflt = usage.ru_maxrss, usage.ru_minflt, usage.ru_majflt
+    try:
+        out = parse_output("".join(lines))
+    except ValueError as e:
+        result.error = f"unparsable output: {e}"
+        return result
+    result.results, result.progress, result.hist = out.results, out.progress, out.hist
+    result.allocator_check = out.allocator_check
+    if timed_out.is_set():
+        result.error = f"timed out after {timeout:.0f} s"
+    elif result.returncode != 0:
+        result.error = f"{_describe_status(result.returncode)}: {result.stderr_tail.strip()[-300:]}"
+    if out.allocator_check is not None or result.returncode == 0:
+        verify(spec.allocator, out.allocator_check, result.command)
+    if result.ok and "ops" not in out.results:
+        result.error = "no RESULT line"
+    return result
+
+
+def strace_path() -> str | None:
+    return shutil.which("strace")
+
+
+def strace_command(spec: Spec, root: Path, out_file: str) -> list[str]:
+    """strace follows threads (-f), counts (-c) only the memory system calls, and passes the allocator and
+    options to the traced program alone (-E), so strace itself runs on plain glibc."""
+    cmd = [strace_path() or "strace", "-f", "-c", "-qq", "--seccomp-bpf", "-e", "trace=" + ",".join(SYSCALLS),
+           "-o", out_file]
+    for k in spec.unset:
+        cmd += ["-E", k]
+    for k, v in spec.full_env().items():
+        cmd += ["-E", f"{k}={v}"]
+    return cmd + ["--", *spec.argv(root)]
+
+
+@dataclass
+class SyscallCount:
+    calls: dict[str, int]
+    ops: int
+    command: str
+
+    @property
+    def total(self) -> int:
+        return sum(self.calls.get(s, 0) for s in SYSCALLS)
+
+    def per_op(self) -> float | None:
+        return self.total / self.ops if self.ops else None
+
+
+def count_syscalls(spec: Spec, root: Path, timeout: float | None = None) -> SyscallCount | str:
+    """Run the spec under strace; the counts, or a string saying why there are none."""
+    if strace_path() is None:
+        return "strace not installed (`apt-get install strace`)"
+    with tempfile.TemporaryDirectory() as tmp:
+        out_file = os.path.join(tmp, "strace.txt")
+        cmd = strace_command(spec, root, out_file)
+        try:
+            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
+                                  env=clean_environ(spec.unset), check=False)
+        except subprocess.TimeoutExpired:
+            return f"strace run timed out after {timeout:.0f} s"
+        shown = shlex.join(cmd).replace(out_file, "strace.txt")
+        out = parse_output(proc.stdout)
+        if proc.returncode != 0:
+            return f"strace run failed ({_describe_status(proc.returncode)}): {proc.stderr.strip()[-300:]}"
+        verify(spec.allocator, out.allocator_check, shown)
+        try:
+            with open(out_file, encoding="utf-8", errors="replace") as f:
+                calls = parse_strace_summary(f.read())
+        except OSError as e:
+            return f"no strace summary: {e}"
+    ops = out.results.get("ops")
+    return SyscallCount({s: calls.get(s, 0) for s in SYSCALLS}, int(ops) if isinstance(ops, int) else 0, shown)

@@ -1,0 +1,185 @@
+"""session.py — what every experiment shares: the command-line options common to all sub-commands, the
+repository root, the bench programs (built on demand), the chosen allocators, the output directory, the
+progress bar, the log of exact commands, and the handling of Ctrl-C (keep what finished, mark the report
+partial) and of an allocator mismatch (stop, say so loudly)."""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from lab import allocators as al
+from lab import machine, report, runner
+from lab.progress import Progress
+from lab.workloads import PRESETS, Workload
+
+EXIT_FAILED_RUNS = 1
+EXIT_MISMATCH = 3
+EXIT_INTERRUPTED = 130
+
+
+def add_common_options(p: argparse.ArgumentParser, reps: int = 3, size: str = "standard") -> None:
+    p.add_argument("--allocs", help="comma-separated allocator names (default: every one found, "
+                                    "hakmem-secure only when named)")
+    p.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH",
+                   help="add an allocator: a shared object to LD_PRELOAD (repeatable)")
+    p.add_argument("--size", choices=PRESETS, default=size, help=f"workload size preset (default {size})")
+    p.add_argument("--reps", type=int, default=reps, help=f"timed repetitions, interleaved (default {reps})")
+    p.add_argument("--out", help="output directory (default results/<date>-<command>)")
+    p.add_argument("--root", help="hakmem repository (default: found from the current directory)")
+    p.add_argument("--timeout", type=float, default=600.0, help="seconds before one run is killed (default 600)")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def find_root(given: str | None) -> Path:
+    """The repository: --root, else the first directory upwards from here with bench/Makefile, else the
+    directory holding this package."""
+    if given:
+        return Path(given).resolve()
+    here = Path.cwd().resolve()
+    for d in (here, *here.parents):
+        if (d / "bench" / "Makefile").is_file() and (d / "lab").is_dir():
+            return d
+    return Path(__file__).resolve().parents[1]
+
+
+def ensure_built(root: Path, workloads: list[Workload]) -> None:
+    """Build the bench programs when any is missing (make -C bench)."""
+    if all(w.binary(root).is_file() for w in workloads):
+        return
+    print(f"building the workloads: make -C {root / 'bench'}", file=sys.stderr)
+    proc = subprocess.run(["make", "-s", "-C", str(root / "bench")], capture_output=True, text=True, check=False)
+    if proc.returncode != 0:
+        raise SystemExit(f"hakmem-lab: building bench/ failed:\n{proc.stderr[-3000:]}")
+
+
+class Session:
+    def __init__(self, name: str, args: argparse.Namespace, workloads: list[Workload]):
+        self.name = name
+        self.args = args
+        self.root = find_root(args.root)
+        self.started = dt.datetime.now()
+        stamp = self.started.strftime("%Y-%m-%d-%H%M%S")
+        self.out_dir = Path(args.out) if args.out else self.root / "results" / f"{stamp}-{name}"
+        self.lab_command = "python3 -m lab " + shlex.join(sys.argv[1:])
+        if args.reps < 1:
+            raise SystemExit("hakmem-lab: --reps must be at least 1")
+        try:
+            self.discovery = al.discover(self.root, extra=tuple(args.alloc))
+            names = [n for n in (args.allocs or "").split(",") if n] or None
+            self.allocators = al.select(self.discovery, names, tuple(args.alloc))
+        except al.AllocatorError as e:
+            raise SystemExit(f"hakmem-lab: {e}") from None
+        ensure_built(self.root, workloads)
+        self.machine = machine.describe()
+        self.commands: list[str] = []
+        self.notes: list[str] = []
+        self.runs: list[runner.Run] = []
+        self.failures: list[runner.Run] = []
+        self.status = "complete"
+        self.exit_code = 0
+        self.bar: Progress | None = None
+        for m in self.discovery.missing:
+            if names is None or m.name in names:
+                print(f"hakmem-lab: skipping {m.name}: {m.reason}", file=sys.stderr)
+
+    # ---- running ------------------------------------------------------------------------------------
+
+    def start_progress(self, total: float, unit: str = "run") -> None:
+        self.bar = Progress(total, self.name, enabled=not self.args.no_progress, unit=unit)
+
+    def _log(self, command: str) -> None:
+        if command not in self.commands:
+            self.commands.append(command)
+
+    def run(self, spec: runner.Spec, advance: float = 1, **kw) -> runner.Run:
+        """One timed run, logged and counted; a failed run is kept and reported, not raised."""
+        if self.bar:
+            self.bar.note(f"{spec.workload.name} @ {spec.allocator.name}")
+        r = runner.run(spec, self.root, timeout=self.args.timeout, **kw)
+        self._log(r.command)
+        self.runs.append(r)
+        if not r.ok:
+            self.failures.append(r)
+            self.exit_code = EXIT_FAILED_RUNS
+            msg = f"FAILED: {r.workload} under {r.allocator}: {r.error}\n  command: {r.command}"
+            (self.bar.write if self.bar else print)(msg)
+        if self.bar:
+            self.bar.advance(advance)
+        return r
+
+    def strace(self, spec: runner.Spec, advance: float = 1) -> runner.SyscallCount | str:
+        """Counted system calls of one untimed traced run, or why there are none."""
+        if self.bar:
+            self.bar.note(f"strace {spec.workload.name} @ {spec.allocator.name}")
+        res = runner.count_syscalls(spec, self.root, timeout=self.args.timeout)
+        if isinstance(res, runner.SyscallCount):
+            self._log(res.command)
+        elif res not in self.notes:
+            self.notes.append("system calls: " + res)
+        if self.bar:
+            self.bar.advance(advance)
+        return res
+
+    @contextmanager
+    def measuring(self) -> Iterator[None]:
+        """Wrap the measurement loop: Ctrl-C or an allocator mismatch ends it; the report still gets
+        written with what finished."""
+        try:
+            yield
+        except KeyboardInterrupt:
+            self.status = f"PARTIAL — interrupted (Ctrl-C) after {len(self.runs)} timed runs; the figures below use what finished"
+            self.exit_code = EXIT_INTERRUPTED
+        except al.AllocatorMismatch as e:
+            self.status = f"ABORTED — {e}"
+            self.exit_code = EXIT_MISMATCH
+            print(f"\nhakmem-lab: {e}", file=sys.stderr)
+        finally:
+            if self.bar:
+                self.bar.close()
+        if self.failures and self.exit_code == 0:
+            self.exit_code = EXIT_FAILED_RUNS
+        if self.failures and self.status == "complete":
+            self.status = f"complete, with {len(self.failures)} failed runs (see Failures)"
+
+    # ---- writing ------------------------------------------------------------------------------------
+
+    def failures_section(self) -> str:
+        if not self.failures:
+            return ""
+        rows = [(f.workload, f.allocator, f.error, f"`{f.command}`") for f in self.failures]
+        return "## Failures\n\n" + report.table(("workload", "allocator", "error", "command"), rows, right=())
+
+    def write(self, title: str, sections: list[str], summary: dict, preamble: str = "") -> Path:
+        versions = self.machine.get("packages") or {}
+        head = [preamble] if preamble else []
+        sections = head + sections + [
+            self.failures_section(),
+            report.allocators_section(self.allocators, self.discovery.missing, versions),
+            report.machine_section(self.machine),
+            report.commands_section(self.lab_command, self.commands, self.notes),
+        ]
+        data = {
+            "experiment": self.name,
+            "status": self.status,
+            "started": self.started.isoformat(timespec="seconds"),
+            "finished": dt.datetime.now().isoformat(timespec="seconds"),
+            "lab_command": self.lab_command,
+            "machine": self.machine,
+            "allocators": [{"name": a.name, "path": a.path, "package": a.package} for a in self.allocators],
+            "missing": [{"name": m.name, "reason": m.reason} for m in self.discovery.missing],
+            "commands": self.commands,
+            "notes": self.notes,
+            "summary": summary,
+            "runs": [r.to_dict() for r in self.runs],
+        }
+        stamp = self.started.strftime("%Y-%m-%d %H:%M")
+        path = report.write(self.out_dir, f"hakmem lab — {title} ({stamp})", self.status, sections, data)
+        print(f"report: {path}", file=sys.stderr)
+        return path

@@ -1,0 +1,104 @@
+"""stats.py — the statistics the reports use: median and spread, ratios to the best, geometric means,
+coefficient of variation, drift over a series, the parallelism degradation figure, and percentiles /
+CCDF of latency histograms given as (lo, hi, count) buckets."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from collections.abc import Iterable, Sequence
+
+Bucket = tuple[int, int, int]
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("median of no values")
+    return float(statistics.median(values))
+
+
+def spread(values: Sequence[float]) -> tuple[float, float]:
+    if not values:
+        raise ValueError("spread of no values")
+    return float(min(values)), float(max(values))
+
+
+def geomean(values: Iterable[float]) -> float:
+    vals = list(values)
+    if not vals or any(v <= 0 for v in vals):
+        raise ValueError("geomean needs positive values")
+    return math.exp(sum(math.log(v) for v in vals) / len(vals))
+
+
+def ratio_to_best(value: float, best: float, higher_is_better: bool) -> float:
+    """How many times worse than the best a value is: 1.0 for the best, 1.25 for 25 % more time (or
+    25 % fewer operations per second, expressed as time)."""
+    if value <= 0 or best <= 0:
+        raise ValueError("ratios need positive values")
+    return best / value if higher_is_better else value / best
+
+
+def rank(values: dict[str, float], higher_is_better: bool) -> list[str]:
+    """Keys ordered best first."""
+    return sorted(values, key=lambda k: -values[k] if higher_is_better else values[k])
+
+
+def cv_percent(values: Sequence[float]) -> float:
+    """Coefficient of variation (sample standard deviation / mean) in percent."""
+    if len(values) < 2:
+        return 0.0
+    mean = statistics.fmean(values)
+    return 100.0 * statistics.stdev(values) / mean if mean else 0.0
+
+
+def drift_percent(values: Sequence[float], window: int = 5) -> float:
+    """Change of the mean of the last `window` samples against the first `window`, in percent."""
+    if not values:
+        raise ValueError("drift of no values")
+    w = max(1, min(window, len(values) // 2 or 1))
+    first = statistics.fmean(values[:w])
+    last = statistics.fmean(values[-w:])
+    return 100.0 * (last - first) / first if first else 0.0
+
+
+def degradation(time_n: float, time_2n: float, work_n: float, work_2n: float) -> float:
+    """time(2n) / time(n) / (work(2n) / work(n)): 1.0 = doubling the threads doubled the work done in the
+    same time per unit of work; above 1 the extra parallelism cost more than it gave."""
+    if min(time_n, time_2n, work_n, work_2n) <= 0:
+        raise ValueError("degradation needs positive times and work")
+    return (time_2n / time_n) / (work_2n / work_n)
+
+
+def merge_hists(hists: Iterable[Sequence[Bucket]]) -> list[Bucket]:
+    merged: dict[tuple[int, int], int] = {}
+    for hist in hists:
+        for lo, hi, count in hist:
+            merged[(lo, hi)] = merged.get((lo, hi), 0) + count
+    return sorted((lo, hi, c) for (lo, hi), c in merged.items())
+
+
+def hist_percentile(hist: Sequence[Bucket], q: float) -> float:
+    """Value at quantile q (0..1): the middle of the bucket that holds it."""
+    total = sum(c for _, _, c in hist)
+    if total == 0:
+        raise ValueError("percentile of an empty histogram")
+    target = max(1, math.ceil(q * total))
+    seen = 0
+    for lo, hi, count in sorted(hist):
+        seen += count
+        if seen >= target:
+            return lo + (hi - 1 - lo) / 2
+    return float(sorted(hist)[-1][1] - 1)
+
+
+def ccdf(hist: Sequence[Bucket]) -> list[tuple[float, float]]:
+    """Points (x, P(latency > x)) at every bucket's upper end; the last point has probability 0."""
+    total = sum(c for _, _, c in hist)
+    if total == 0:
+        return []
+    points = []
+    above = total
+    for _, hi, count in sorted(hist):
+        above -= count
+        points.append((float(hi), above / total))
+    return points

@@ -1,0 +1,88 @@
+//! ffi.rs — the C declarations of include/hakmem.h used by the crate (layouts mirror the header exactly).
+use core::ffi::c_void;
+
+/// `struct hak_region`.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub(crate) struct HakRegion {
+    pub ptr: *mut c_void,
+    pub capacity: usize,
+    pub size_class: u32,
+    pub generation: u32,
+}
+
+/// `struct hak_region_config`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct HakRegionConfig {
+    pub enabled: bool,
+    pub release_interval_ms: u32,
+    pub release_bytes_per_tick: usize,
+    pub eager_return: bool,
+    pub thread_cache_bytes: usize,
+    pub growth_dampener: u32,
+    pub huge_pages: bool,
+}
+
+/// `struct hak_region_class_stats`.
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct HakRegionClassStats {
+    pub class_bytes: usize,
+    pub areas: u64,
+    pub mapped_bytes: u64,
+    pub free_regions: u64,
+    pub dirty_regions: u64,
+    pub clean_regions: u64,
+    pub allocations: u64,
+    pub slow_path: u64,
+    pub refills: u64,
+    pub frees: u64,
+    pub bytes_released: u64,
+    pub release_errors: u64,
+}
+
+/// `struct hak_stats` (HAK_TIER_COUNT = 3).
+#[repr(C)]
+#[derive(Clone, Copy, Default)]
+pub(crate) struct HakStats {
+    pub allocs: [u64; 3],
+    pub alloc_bytes: [u64; 3],
+    pub frees: u64,
+    pub remote_frees: u64,
+    pub committed_bytes: u64,
+    pub peak_committed_bytes: u64,
+    pub mapped_bytes: u64,
+    pub mmap_calls: u64,
+    pub munmap_calls: u64,
+    pub madvise_calls: u64,
+    pub mprotect_calls: u64,
+    pub mremap_calls: u64,
+    pub large_cache_hits: u64,
+    pub large_cache_misses: u64,
+    pub threads_started: u64,
+    pub threads_exited: u64,
+    pub segments_reclaimed: u64,
+    pub minor_faults: u64,
+    pub major_faults: u64,
+    pub peak_rss_bytes: u64,
+    pub current_rss_bytes: u64,
+}
+
+extern "C" {
+    pub fn hak_malloc(size: usize) -> *mut c_void;
+    pub fn hak_calloc(count: usize, size: usize) -> *mut c_void;
+    pub fn hak_realloc(ptr: *mut c_void, size: usize) -> *mut c_void;
+    pub fn hak_free_sized(ptr: *mut c_void, size: usize);
+    pub fn hak_free_aligned_sized(ptr: *mut c_void, alignment: usize, size: usize);
+    pub fn hak_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
+    pub fn hak_usable_size(ptr: *const c_void) -> usize;
+    pub fn hak_stats_get(out: *mut HakStats) -> i32;
+
+    pub fn hak_region_alloc(bytes: usize, out: *mut HakRegion) -> i32;
+    pub fn hak_region_free(region: *mut HakRegion) -> i32;
+    pub fn hak_region_prefetch(region: *const HakRegion, offset: usize, len: usize) -> i32;
+    pub fn hak_region_get_config(out: *mut HakRegionConfig) -> i32;
+    pub fn hak_region_configure(cfg: *const HakRegionConfig) -> i32;
+    pub fn hak_region_stats(out: *mut HakRegionClassStats, max: usize) -> usize;
+}

@@ -1,0 +1,68 @@
+//! lib.rs — root of the `hakmem` crate: Rust bindings to libhakmem, a general-purpose allocator for
+//! Linux x86-64, compiled into the crate from the C sources (the C `malloc` of the program is left alone).
+//!
+//! * [`HakMem`] is a [`GlobalAlloc`](core::alloc::GlobalAlloc): `#[global_allocator] static A: HakMem = HakMem;`
+//!   makes every Rust allocation of the program go to hakmem.
+//! * [`region`] hands out big power-of-two buffers (2 MiB to 64 GiB) that page well: recycled through
+//!   thread caches, released to the OS in the background, prefetchable when swapped out.
+//! * [`allocator_stats`] reads the allocator's counters.
+//!
+//! ```
+//! let (ptr, capacity, handle) = hakmem::region::allocate::<u64>(1 << 20).unwrap();
+//! assert!(capacity >= 1 << 20);
+//! unsafe { ptr.as_ptr().write(42) };
+//! drop(handle); // the region goes back to hakmem; `ptr` must not be used any more
+//! ```
+#![deny(missing_docs)]
+
+mod ffi;
+mod global;
+pub mod region;
+
+pub use global::HakMem;
+
+/// A snapshot of libhakmem's allocator counters (`struct hak_stats` of hakmem.h).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct AllocatorStats {
+    /// Allocations per size tier: small (up to 1 KiB), medium (up to 512 KiB), large.
+    pub allocs: [u64; 3],
+    /// Bytes handed out per tier.
+    pub alloc_bytes: [u64; 3],
+    /// Blocks freed, all tiers.
+    pub frees: u64,
+    /// Bytes of mappings currently backed or backable by RAM.
+    pub committed_bytes: u64,
+    /// Bytes of address space currently mapped.
+    pub mapped_bytes: u64,
+    /// mmap calls made so far.
+    pub mmap_calls: u64,
+    /// madvise calls made so far.
+    pub madvise_calls: u64,
+}
+
+/// Read the allocator's counters (merged from every thread).
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout};
+/// let layout = Layout::from_size_align(100, 8).unwrap();
+/// let before = hakmem::allocator_stats();
+/// let p = unsafe { hakmem::HakMem.alloc(layout) };
+/// assert!(!p.is_null());
+/// assert!(hakmem::allocator_stats().allocs[0] > before.allocs[0]);
+/// unsafe { hakmem::HakMem.dealloc(p, layout) };
+/// ```
+pub fn allocator_stats() -> AllocatorStats {
+    let mut raw = ffi::HakStats::default();
+    // SAFETY: `raw` is a valid, writable hak_stats.
+    let rc = unsafe { ffi::hak_stats_get(&mut raw) };
+    debug_assert_eq!(rc, 0);
+    AllocatorStats {
+        allocs: raw.allocs,
+        alloc_bytes: raw.alloc_bytes,
+        frees: raw.frees,
+        committed_bytes: raw.committed_bytes,
+        mapped_bytes: raw.mapped_bytes,
+        mmap_calls: raw.mmap_calls,
+        madvise_calls: raw.madvise_calls,
+    }
+}

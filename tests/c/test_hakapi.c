@@ -1,0 +1,314 @@
+/* test_hakapi.c — hakmem's own interface: version macro, options, statistics, hak_collect (owner: tests suite).
+ *
+ * Runs only where hakmem is the allocator (functions looked up with dlsym, so the .glibc build links; run
+ * there it says so and exits 0). Usage:
+ *   test_hakapi            all checks; exit status 0 when every check passed
+ *   test_hakapi options    print NAME=value for every option (for the environment tests in test_api.py)
+ *   test_hakapi print      hak_stats_print(NULL) once, to stderr */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "hakmem.h"
+#include "tcheck.h"
+
+#define MiB ((size_t)1 << 20)
+
+static struct {
+  void *(*malloc)(size_t);
+  void (*free)(void *);
+  size_t (*usable)(const void *);
+  void (*collect)(bool);
+  int (*stats_get)(struct hak_stats *);
+  void (*stats_print)(FILE *);
+  long (*option_get)(enum hak_option);
+  int (*option_set)(enum hak_option, long);
+  const char *(*option_name)(enum hak_option);
+} H;
+
+static int lookup_all(void) {
+  struct { void **slot; const char *name; } t[] = {
+      {(void **)&H.malloc, "hak_malloc"},          {(void **)&H.free, "hak_free"},
+      {(void **)&H.usable, "hak_usable_size"},     {(void **)&H.collect, "hak_collect"},
+      {(void **)&H.stats_get, "hak_stats_get"},    {(void **)&H.stats_print, "hak_stats_print"},
+      {(void **)&H.option_get, "hak_option_get"},  {(void **)&H.option_set, "hak_option_set"},
+      {(void **)&H.option_name, "hak_option_name"}};
+  for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
+    *t[i].slot = dlsym(RTLD_DEFAULT, t[i].name);
+    REQUIRE(*t[i].slot != NULL, "%s is not exported", t[i].name);
+  }
+  return 1;
+}
+
+static struct hak_stats snap(void) {
+  struct hak_stats s;
+  memset(&s, 0xff, sizeof s);
+  REQUIRE(H.stats_get(&s) == 0, "hak_stats_get failed");
+  return s;
+}
+
+static uint64_t total_allocs(const struct hak_stats *s) {
+  return s->allocs[HAK_TIER_SMALL] + s->allocs[HAK_TIER_MEDIUM] + s->allocs[HAK_TIER_LARGE];
+}
+
+static void *must_malloc(size_t n) {
+  void *p = malloc(n);
+  REQUIRE(p != NULL, "malloc(%zu) returned NULL", n);
+  return p;
+}
+
+/* ---- version and options ------------------------------------------------------------------------ */
+
+static void check_version(void) {
+  tc_section("HAKMEM_VERSION macros");
+  CHECK_EQ(HAKMEM_VERSION, HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH,
+           "HAKMEM_VERSION");
+  CHECK(HAKMEM_VERSION_MINOR < 100 && HAKMEM_VERSION_PATCH < 100, "minor %d / patch %d do not fit the encoding",
+        HAKMEM_VERSION_MINOR, HAKMEM_VERSION_PATCH);
+  printf("version %d.%d.%d\n", HAKMEM_VERSION_MAJOR, HAKMEM_VERSION_MINOR, HAKMEM_VERSION_PATCH);
+}
+
+static void check_options(void) {
+  tc_section("hak_option_name / get / set");
+  static const char *const names[HAK_OPT_COUNT] = {
+      "HAKMEM_STATS",      "HAKMEM_VERBOSE",        "HAKMEM_PROFILE",        "HAKMEM_PURGE_DELAY_MS",
+      "HAKMEM_PURGE_MODE", "HAKMEM_HUGE_PAGES",     "HAKMEM_DRAIN_INTERVAL", "HAKMEM_LARGE_CACHE_MB"};
+  for (int i = 0; i < HAK_OPT_COUNT; i++) {
+    const char *n = H.option_name((enum hak_option)i);
+    CHECK(n != NULL && strcmp(n, names[i]) == 0, "hak_option_name(%d) = \"%s\", expected \"%s\"", i,
+          n ? n : "(null)", names[i]);
+    CHECK(H.option_get((enum hak_option)i) != -1, "hak_option_get(%s) = -1 for a known option", names[i]);
+  }
+  CHECK(H.option_name(HAK_OPT_COUNT) == NULL, "hak_option_name(HAK_OPT_COUNT) is not NULL");
+  CHECK(H.option_name((enum hak_option)-1) == NULL, "hak_option_name(-1) is not NULL");
+  CHECK_EQ(H.option_get(HAK_OPT_COUNT), -1, "hak_option_get(HAK_OPT_COUNT)");
+  CHECK_EQ(H.option_get((enum hak_option)1000), -1, "hak_option_get(1000)");
+  CHECK_EQ(H.option_set(HAK_OPT_COUNT, 0), EINVAL, "hak_option_set(HAK_OPT_COUNT, 0)");
+  CHECK_EQ(H.option_set((enum hak_option)-3, 0), EINVAL, "hak_option_set(-3, 0)");
+
+  static const struct { enum hak_option opt; long good, bad; } cases[] = {
+      {HAK_OPT_PURGE_MODE, 1, 7},     {HAK_OPT_PURGE_MODE, 0, -1},   {HAK_OPT_PROFILE, 2, 3},
+      {HAK_OPT_PROFILE, 0, -1},       {HAK_OPT_VERBOSE, 2, 3},       {HAK_OPT_PURGE_DELAY_MS, 250, -2},
+      {HAK_OPT_LARGE_CACHE_MB, 32, -5}, {HAK_OPT_DRAIN_INTERVAL, 0, -1}};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    enum hak_option o = cases[i].opt;
+    long saved = H.option_get(o);
+    CHECK_EQ(H.option_set(o, cases[i].good), 0, names[o]);
+    CHECK_EQ(H.option_get(o), cases[i].good, names[o]);
+    CHECK(H.option_set(o, cases[i].bad) == EINVAL, "hak_option_set(%s, %ld): expected EINVAL", names[o],
+          cases[i].bad);
+    CHECK(H.option_get(o) == cases[i].good, "%s changed to %ld by a rejected hak_option_set(%ld)", names[o],
+          H.option_get(o), cases[i].bad);
+    CHECK_EQ(H.option_set(o, saved), 0, "restoring an option");
+  }
+}
+
+/* ---- statistics --------------------------------------------------------------------------------- */
+
+static void *remote_thread(void *arg) {
+  void **blocks = arg;
+  for (int i = 0; i < 500; i++) blocks[i] = must_malloc(64 + (size_t)i);
+  return NULL;
+}
+
+static void check_stats(void) {
+  tc_section("hak_stats_get: argument, per-tier counters, frees, remote frees, threads");
+  CHECK_EQ(H.stats_get(NULL), EINVAL, "hak_stats_get(NULL)");
+
+  enum { NS = 1000, NM = 200, NL = 10 };
+  static void *small[NS], *medium[NM], *large[NL];
+  struct hak_stats s0 = snap();
+  for (int i = 0; i < NS; i++) small[i] = must_malloc(100);
+  struct hak_stats s1 = snap();
+  for (int i = 0; i < NM; i++) medium[i] = must_malloc(8192);
+  struct hak_stats s2 = snap();
+  for (int i = 0; i < NL; i++) large[i] = must_malloc(MiB);
+  struct hak_stats s3 = snap();
+#define DELTA(a, b, field) ((unsigned long long)((b).field - (a).field))
+  CHECK(DELTA(s0, s1, allocs[HAK_TIER_SMALL]) >= NS, "small allocs grew by %llu for %d malloc(100)",
+        DELTA(s0, s1, allocs[HAK_TIER_SMALL]), NS);
+  CHECK(DELTA(s0, s1, alloc_bytes[HAK_TIER_SMALL]) >= NS * 100ull, "small alloc_bytes grew by %llu",
+        DELTA(s0, s1, alloc_bytes[HAK_TIER_SMALL]));
+  CHECK(DELTA(s1, s2, allocs[HAK_TIER_MEDIUM]) >= NM, "medium allocs grew by %llu for %d malloc(8192)",
+        DELTA(s1, s2, allocs[HAK_TIER_MEDIUM]), NM);
+  CHECK(DELTA(s1, s2, allocs[HAK_TIER_SMALL]) < 20, "malloc(8192) counted as small %llu times",
+        DELTA(s1, s2, allocs[HAK_TIER_SMALL]));
+  CHECK(DELTA(s1, s2, alloc_bytes[HAK_TIER_MEDIUM]) >= NM * 8192ull, "medium alloc_bytes grew by %llu",
+        DELTA(s1, s2, alloc_bytes[HAK_TIER_MEDIUM]));
+  CHECK(DELTA(s2, s3, allocs[HAK_TIER_LARGE]) >= NL, "large allocs grew by %llu for %d malloc(1 MiB)",
+        DELTA(s2, s3, allocs[HAK_TIER_LARGE]), NL);
+  CHECK(DELTA(s2, s3, allocs[HAK_TIER_MEDIUM]) < 5, "malloc(1 MiB) counted as medium %llu times",
+        DELTA(s2, s3, allocs[HAK_TIER_MEDIUM]));
+  CHECK(DELTA(s2, s3, alloc_bytes[HAK_TIER_LARGE]) >= NL * (unsigned long long)MiB, "large alloc_bytes grew by %llu",
+        DELTA(s2, s3, alloc_bytes[HAK_TIER_LARGE]));
+  CHECK(s3.mapped_bytes >= s3.committed_bytes, "mapped_bytes %llu < committed_bytes %llu",
+        (unsigned long long)s3.mapped_bytes, (unsigned long long)s3.committed_bytes);
+  CHECK(s3.peak_committed_bytes >= s3.committed_bytes, "peak_committed_bytes %llu < committed_bytes %llu",
+        (unsigned long long)s3.peak_committed_bytes, (unsigned long long)s3.committed_bytes);
+  CHECK(s3.mmap_calls > 0, "mmap_calls is 0");
+  CHECK(s3.current_rss_bytes > 0 && s3.peak_rss_bytes > 0, "rss counters are 0 (current %llu, peak %llu)",
+        (unsigned long long)s3.current_rss_bytes, (unsigned long long)s3.peak_rss_bytes);
+  CHECK(s3.minor_faults > 0, "minor_faults is 0");
+  for (int i = 0; i < NS; i++) free(small[i]);
+  for (int i = 0; i < NM; i++) free(medium[i]);
+  for (int i = 0; i < NL; i++) free(large[i]);
+  struct hak_stats s4 = snap();
+  CHECK(DELTA(s3, s4, frees) >= NS + NM + NL, "frees grew by %llu for %d free()", DELTA(s3, s4, frees),
+        NS + NM + NL);
+
+  static void *remote[500];
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, remote_thread, remote) == 0, "pthread_create");
+  REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+  struct hak_stats s5 = snap();
+  for (int i = 0; i < 500; i++) free(remote[i]);
+  struct hak_stats s6 = snap();
+  CHECK(DELTA(s4, s5, threads_started) >= 1, "threads_started did not grow for a thread that allocated");
+  CHECK(DELTA(s4, s5, threads_exited) >= 1, "threads_exited did not grow after the thread was joined");
+  CHECK(DELTA(s5, s6, remote_frees) >= 500, "remote_frees grew by %llu after freeing 500 blocks of another thread",
+        DELTA(s5, s6, remote_frees));
+
+  tc_section("large tier: a fresh size maps memory, a freed block is reused from the cache");
+  CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 256), 0, "hak_option_set(LARGE_CACHE_MB, 256)");
+  struct hak_stats l0 = snap();
+  void *big = must_malloc(64 * MiB);
+  memset(big, 1, 64 * MiB);
+  struct hak_stats l1 = snap();
+  CHECK(DELTA(l0, l1, large_cache_misses) >= 1, "a first 64 MiB block was not counted as a cache miss");
+  CHECK(DELTA(l0, l1, mmap_calls) >= 1, "a first 64 MiB block made no mmap call");
+  CHECK(DELTA(l0, l1, mapped_bytes) >= 64 * MiB, "mapped_bytes grew by %llu for a 64 MiB block",
+        DELTA(l0, l1, mapped_bytes));
+  free(big);
+  void *b1 = must_malloc(2 * MiB);
+  free(b1);
+  struct hak_stats l2 = snap();
+  void *b2 = must_malloc(2 * MiB);
+  struct hak_stats l3 = snap();
+  CHECK(DELTA(l2, l3, large_cache_hits) >= 1, "a 2 MiB block right after freeing one was not a cache hit");
+  free(b2);
+#undef DELTA
+}
+
+/* ---- hak_stats_print ---------------------------------------------------------------------------- */
+
+static void check_print(void) {
+  tc_section("hak_stats_print");
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  REQUIRE(f != NULL, "open_memstream failed");
+  H.stats_print(f);
+  fclose(f);
+  CHECK(len > 20 && strncmp(buf, "hakmem stats:", 13) == 0, "hak_stats_print output does not start with "
+        "\"hakmem stats:\": \"%.60s\"", buf ? buf : "");
+  CHECK(buf && strchr(buf, '\n') && strchr(buf, '\n') < buf + len - 1, "hak_stats_print printed a single line");
+  free(buf);
+}
+
+/* ---- hak_collect -------------------------------------------------------------------------------- */
+
+static void check_collect(void) {
+  tc_section("hak_collect: purge delay -1 keeps free memory, hak_collect(true) returns it");
+  enum { N = 3200 };
+  static void *blocks[N];
+  const size_t size = 64 << 10;
+  long saved_delay = H.option_get(HAK_OPT_PURGE_DELAY_MS), saved_mode = H.option_get(HAK_OPT_PURGE_MODE);
+  CHECK_EQ(H.option_set(HAK_OPT_PURGE_DELAY_MS, -1), 0, "hak_option_set(PURGE_DELAY_MS, -1)");
+  CHECK_EQ(H.option_set(HAK_OPT_PURGE_MODE, 0), 0, "hak_option_set(PURGE_MODE, 0)");
+  H.collect(true);
+  struct hak_stats s0 = snap();
+  for (int i = 0; i < N; i++) {
+    blocks[i] = must_malloc(size);
+    memset(blocks[i], i, size);
+  }
+  struct hak_stats s1 = snap();
+  unsigned long long need = (unsigned long long)(N * size) * 3 / 4;
+  CHECK(s1.committed_bytes >= s0.committed_bytes + need, "committed grew from %llu to %llu for %zu MiB in use",
+        (unsigned long long)s0.committed_bytes, (unsigned long long)s1.committed_bytes, N * size / MiB);
+  CHECK(s1.peak_committed_bytes >= s1.committed_bytes, "peak_committed below committed");
+  for (int i = 0; i < N; i++) free(blocks[i]);
+  H.collect(false);
+  struct hak_stats s2 = snap();
+  CHECK(s2.committed_bytes + need / 2 >= s1.committed_bytes,
+        "with purge delay -1, hak_collect(false) released memory: committed %llu -> %llu",
+        (unsigned long long)s1.committed_bytes, (unsigned long long)s2.committed_bytes);
+  H.collect(true);
+  struct hak_stats s3 = snap();
+  printf("committed: %llu before, %llu in use, %llu freed, %llu after hak_collect(true); rss %llu -> %llu\n",
+         (unsigned long long)s0.committed_bytes, (unsigned long long)s1.committed_bytes,
+         (unsigned long long)s2.committed_bytes, (unsigned long long)s3.committed_bytes,
+         (unsigned long long)s1.current_rss_bytes, (unsigned long long)s3.current_rss_bytes);
+  CHECK(s3.committed_bytes + need <= s2.committed_bytes, "hak_collect(true) lowered committed only from %llu to %llu",
+        (unsigned long long)s2.committed_bytes, (unsigned long long)s3.committed_bytes);
+  CHECK(s3.current_rss_bytes + need / 2 <= s1.current_rss_bytes,
+        "with MADV_DONTNEED purging, rss only went from %llu to %llu", (unsigned long long)s1.current_rss_bytes,
+        (unsigned long long)s3.current_rss_bytes);
+  CHECK(s3.peak_committed_bytes >= s1.committed_bytes, "peak_committed %llu below an earlier committed %llu",
+        (unsigned long long)s3.peak_committed_bytes, (unsigned long long)s1.committed_bytes);
+
+  /* Large blocks go to the large cache when freed; hak_collect(true) empties it. */
+  void *large[16];
+  for (int i = 0; i < 16; i++) {
+    large[i] = must_malloc(4 * MiB + (size_t)i * 4096);
+    memset(large[i], 2, 4 * MiB);
+  }
+  struct hak_stats l1 = snap();
+  for (int i = 0; i < 16; i++) free(large[i]);
+  H.collect(true);
+  struct hak_stats l2 = snap();
+  CHECK(l2.committed_bytes + 48 * MiB <= l1.committed_bytes,
+        "freeing 64 MiB of large blocks and hak_collect(true) lowered committed only from %llu to %llu",
+        (unsigned long long)l1.committed_bytes, (unsigned long long)l2.committed_bytes);
+  H.option_set(HAK_OPT_PURGE_DELAY_MS, saved_delay);
+  H.option_set(HAK_OPT_PURGE_MODE, saved_mode);
+}
+
+/* ---- blocks shared between hak_* and the standard names --------------------------------------- */
+
+static void check_mixing(void) {
+  tc_section("hak_malloc blocks freed by free() and malloc blocks by hak_free()");
+  struct hak_stats s0 = snap();
+  for (size_t n = 1; n <= 8 * MiB; n = n * 3 + 5) {
+    void *p = H.malloc(n);
+    REQUIRE(p != NULL, "hak_malloc(%zu) returned NULL", n);
+    free(p);
+    p = must_malloc(n);
+    CHECK(H.usable(p) >= n, "hak_usable_size(malloc(%zu)) = %zu: malloc is not hakmem's", n, H.usable(p));
+    H.free(p);
+  }
+  struct hak_stats s1 = snap();
+  CHECK(total_allocs(&s1) - total_allocs(&s0) >= 30, "standard malloc calls were not counted by hakmem");
+}
+
+static void print_options(void) {
+  for (int i = 0; i < HAK_OPT_COUNT; i++)
+    printf("%s=%ld\n", H.option_name((enum hak_option)i), H.option_get((enum hak_option)i));
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IOLBF, 0);
+  if (!tc_hakmem_active()) {
+    printf("allocator: glibc\nhakmem is not in this process: nothing to check\n");
+    return argc > 1 ? 2 : 0;
+  }
+  lookup_all();
+  if (argc > 1 && strcmp(argv[1], "options") == 0) {
+    print_options();
+    return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "print") == 0) {
+    H.stats_print(NULL);
+    return 0;
+  }
+  printf("allocator: hakmem\n");
+  check_version();
+  check_options();
+  check_stats();
+  check_print();
+  check_collect();
+  check_mixing();
+  return tc_finish("test_hakapi");
+}

@@ -1,0 +1,90 @@
+"""tests/test_api.py — API conformance (owner: tests suite).
+
+Runs the C programs test_api (every standard entry point, __libc_*, hak_*), test_new (C++ new/delete) on
+glibc and on hakmem (linked, preloaded, hardened build), test_hakapi (options, statistics, hak_collect) on
+hakmem, and checks how options are read from the environment.
+"""
+import re
+
+import pytest
+
+from conftest import HAKMEM_VARIANTS, VARIANTS, describe, stats_blocks
+
+
+def expect_ok(proc, allocator):
+    assert proc.returncode == 0, describe(proc)
+    assert f"allocator: {allocator}" in proc.stdout, describe(proc)
+    assert re.search(r": \d+ checks, 0 failed", proc.stdout), describe(proc)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+@pytest.mark.parametrize("program", ["test_api", "test_new"])
+def test_conformance(run_program, program, variant):
+    proc = run_program(program, variant, timeout=600)
+    expect_ok(proc, "glibc" if variant == "glibc" else "hakmem")
+
+
+@pytest.mark.parametrize("variant", HAKMEM_VARIANTS)
+def test_hakmem_interface(run_program, variant):
+    expect_ok(run_program("test_hakapi", variant, timeout=600), "hakmem")
+
+
+def read_options(test_binary, run_plain, env=None):
+    """The options in force in a fresh hakmem process given `env`, as {NAME: value}, and the process."""
+    proc = run_plain([test_binary("test_hakapi"), "options"], env=env)
+    assert proc.returncode == 0, describe(proc)
+    values = dict(re.findall(r"^(HAKMEM_\w+)=(-?\d+)$", proc.stdout, re.M))
+    assert len(values) == 8, describe(proc)
+    return {k: int(v) for k, v in values.items()}, proc
+
+
+OPTION_CASES = [
+    ({}, {"HAKMEM_STATS": 0, "HAKMEM_PROFILE": 1}),
+    ({"HAKMEM_STATS": "1"}, {"HAKMEM_STATS": 1}),
+    ({"HAKMEM_PURGE_DELAY_MS": "1234"}, {"HAKMEM_PURGE_DELAY_MS": 1234}),
+    ({"HAKMEM_PURGE_DELAY_MS": "-1"}, {"HAKMEM_PURGE_DELAY_MS": -1}),
+    ({"HAKMEM_PURGE_MODE": "1"}, {"HAKMEM_PURGE_MODE": 1}),
+    ({"HAKMEM_LARGE_CACHE_MB": "77"}, {"HAKMEM_LARGE_CACHE_MB": 77}),
+    ({"HAKMEM_DRAIN_INTERVAL": "33"}, {"HAKMEM_DRAIN_INTERVAL": 33}),
+    ({"HAKMEM_TINY_SLL_DRAIN_INTERVAL": "55"}, {"HAKMEM_DRAIN_INTERVAL": 55}),
+    ({"HAKMEM_PROFILE": "fast"}, {"HAKMEM_PROFILE": 0}),
+    ({"HAKMEM_PROFILE": "balanced"}, {"HAKMEM_PROFILE": 1}),
+    ({"HAKMEM_PROFILE": "lean"}, {"HAKMEM_PROFILE": 2}),
+    ({"HAKMEM_HUGE_PAGES": "1"}, {"HAKMEM_HUGE_PAGES": 1}),
+    ({"HAKMEM_VERBOSE": "0"}, {"HAKMEM_VERBOSE": 0}),
+]
+
+
+@pytest.mark.parametrize("env, expected", OPTION_CASES,
+                         ids=[",".join(f"{k}={v}" for k, v in env.items()) or "defaults" for env, _ in OPTION_CASES])
+def test_options_from_environment(test_binary, run_plain, env, expected):
+    values, proc = read_options(test_binary, run_plain, env)
+    for name, value in expected.items():
+        assert values[name] == value, f"{name}: expected {value}, got {values[name]}" + describe(proc)
+
+
+def test_malformed_option_value_warns_once(test_binary, run_plain):
+    defaults, proc = read_options(test_binary, run_plain)
+    assert proc.stderr.strip() == "", "a clean environment printed something" + describe(proc)
+    values, proc = read_options(test_binary, run_plain, {"HAKMEM_PURGE_DELAY_MS": "abc"})
+    used = defaults["HAKMEM_PURGE_DELAY_MS"]
+    assert values["HAKMEM_PURGE_DELAY_MS"] == used, describe(proc)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, "expected exactly one line on stderr" + describe(proc)
+    assert "HAKMEM_PURGE_DELAY_MS" in lines[0], describe(proc)
+    assert re.search(rf"(?<![\d-]){used}(?!\d)", lines[0]), \
+        f"the warning does not name the value used ({used}): {lines[0]!r}"
+
+
+def test_stats_print_to_stderr(test_binary, run_plain):
+    proc = run_plain([test_binary("test_hakapi"), "print"])
+    assert proc.returncode == 0, describe(proc)
+    assert stats_blocks(proc.stderr) == 1, describe(proc)
+    assert proc.stderr.startswith("hakmem stats:"), describe(proc)
+
+
+def test_stats_at_exit_only_when_asked(test_binary, run_plain):
+    quiet = run_plain([test_binary("test_hakapi"), "options"])
+    assert quiet.returncode == 0 and stats_blocks(quiet.stderr) == 0, describe(quiet)
+    loud = run_plain([test_binary("test_hakapi"), "options"], env={"HAKMEM_STATS": "1"})
+    assert loud.returncode == 0 and stats_blocks(loud.stderr) == 1, describe(loud)

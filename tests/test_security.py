@@ -1,0 +1,213 @@
+"""Security probes (issue 4): every probe of tests/c/probe_security.c runs under hakmem's default build
+(libhakmem.so) and its hardened build (libhakmem-secure.so), and its outcome is checked against what each
+mode must do: abort with a one-line `hakmem: ` report naming the fault, the address and the size class;
+run on (misuse not detected, allowed only where the table below says "any"); or fail cleanly with
+NULL/ENOMEM.
+
+Run as a script (`python3 tests/test_security.py > docs/security.md`) it runs every probe under glibc and
+both hakmem builds and prints docs/security.md, whose table therefore records actual runs."""
+
+import os
+import re
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BUILD = ROOT / "build"
+PROBE = BUILD / "tests" / "probe_security"
+LIBS = {"default": BUILD / "libhakmem.so", "hardened": BUILD / "libhakmem-secure.so"}
+LAUNCHER = BUILD / "hakmem"
+
+DOUBLE, INVALID, OVERFLOW, FREELIST, SIZED, CLEAN = "double", "invalid", "overflow", "freelist", "sized", "clean"
+
+# probe -> (kind of fault, what it does, required outcome in default mode, in hardened mode).
+# "detect": abort with the report; "survive": runs to its end; "enomem": every call fails with NULL/ENOMEM;
+# "any": not required to be detected (must still not hang, and a report, if any, must be well formed).
+PROBES = {
+    "df_immediate_small": (DOUBLE, "free(p); free(p) on a 48-byte block", "detect", "detect"),
+    "df_immediate_medium": (DOUBLE, "free(p); free(p) on a 20000-byte block", "detect", "detect"),
+    "df_immediate_large": (DOUBLE, "free(p); free(p) on a 2 MiB block", "detect", "detect"),
+    "df_intervening": (DOUBLE, "free(p); free(q); free(p)", "any", "detect"),
+    "df_after_allocs": (DOUBLE, "free(p), 128 allocations of other sizes, free(p)", "any", "detect"),
+    "df_after_realloc": (DOUBLE, "q = realloc(p, 300000) moves the block, then free(p)", "any", "detect"),
+    "df_cross_thread": (DOUBLE, "another thread frees p, then the owner frees p", "any", "detect"),
+    "free_stack": (INVALID, "free() of a stack address", "detect", "detect"),
+    "free_global": (INVALID, "free() of a global array", "detect", "detect"),
+    "free_interior_small": (INVALID, "free(p + 16) of a 64-byte block", "any", "detect"),
+    "free_interior_large": (INVALID, "free(p + 8192) of a 1 MiB block", "any", "detect"),
+    "free_foreign_mmap": (INVALID, "free() inside a region mmapped by the program", "detect", "detect"),
+    "free_foreign_mmap_aligned": (INVALID, "free() of a 4 MiB-aligned address in a foreign mapping",
+                                  "detect", "detect"),
+    "free_glibc_block": (INVALID, "free() of a block from glibc's __libc_malloc", "detect", "detect"),
+    "overflow_1_small": (OVERFLOW, "write 1 byte past a 64-byte block, free its neighbours", "any", "detect"),
+    "overflow_32_small": (OVERFLOW, "write 32 bytes past a 64-byte block", "any", "detect"),
+    "overflow_1_medium": (OVERFLOW, "write 1 byte past a 4096-byte block", "any", "detect"),
+    "overflow_32_medium": (OVERFLOW, "write 32 bytes past a 4096-byte block", "any", "detect"),
+    "overflow_1_slack": (OVERFLOW, "write 1 byte past a 40-byte request (inside the class rounding)",
+                         "any", "any"),
+    "underflow_1_small": (OVERFLOW, "write 1 byte before a 64-byte block", "any", "detect"),
+    "underflow_32_small": (OVERFLOW, "write 32 bytes before a 64-byte block", "any", "detect"),
+    "uaf_write_malloc": (FREELIST, "fill a freed 64-byte block with 0x41, then malloc(64) x8", "any", "detect"),
+    "freelist_hijack": (FREELIST, "fill a freed block with pointers to a global, then malloc x8", "any", "detect"),
+    "free_sized_wrong": (SIZED, "free_sized(p, 4096) of a 64-byte block", "any", "detect"),
+    "huge_malloc": (CLEAN, "malloc/aligned_alloc/posix_memalign/realloc of sizes near SIZE_MAX", "enomem", "enomem"),
+    "calloc_overflow": (CLEAN, "calloc and reallocarray whose product overflows", "enomem", "enomem"),
+    "zero_size_read": (CLEAN, "malloc(0), then read and write malloc_usable_size bytes", "survive", "survive"),
+}
+
+FAULT_WORDS = {
+    DOUBLE: r"double",
+    INVALID: r"invalid|interior|never returned|not (a |an )?(hakmem|ours|owned|allocated|heap)|unknown|foreign|wild",
+    OVERFLOW: r"overflow|underflow|canary|corrupt|out of bounds|redzone",
+    FREELIST: r"corrupt|free.?list|use.after.free|modified|tamper|poison",
+    SIZED: r"size",
+}
+TIMEOUT = 30
+
+
+def run_probe(name, mode, launcher=False):
+    """Run one probe; mode is "glibc", "default" or "hardened". Returns (outcome, proc or None)."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("HAKMEM_", "LD_PRELOAD", "MALLOC_"))}
+    if mode == "glibc":
+        argv = [f"{PROBE}.glibc", name]
+    elif launcher:
+        env["HAKMEM_STATS"] = "1"
+        if mode == "hardened":
+            env["HAKMEM_SECURE"] = "1"
+        argv = [str(LAUNCHER), "run", "--", f"{PROBE}.glibc", name]
+    else:
+        env["HAKMEM_STATS"] = "1"
+        env["LD_PRELOAD"] = str(LIBS[mode])
+        argv = [f"{PROBE}.glibc", name]
+    try:
+        proc = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return "hang", None
+    return classify(proc), proc
+
+
+def report_lines(stderr):
+    return [line for line in stderr.splitlines() if line.startswith("hakmem: ")]
+
+
+def classify(proc):
+    rc = proc.returncode
+    if rc < 0:
+        sig = signal.Signals(-rc).name
+        if rc == -signal.SIGABRT and report_lines(proc.stderr):
+            return "detected"
+        return f"abort ({sig})" if rc == -signal.SIGABRT else f"crash ({sig})"
+    return {0: "ran on", 1: "misbehaved", 3: "hijacked", 77: "n/a"}.get(rc, f"exit {rc}")
+
+
+def target_address(stderr):
+    m = re.search(r"target=(0x[0-9a-fA-F]+)", stderr)
+    return int(m.group(1), 16) if m else None
+
+
+def check_report(name, kind, proc, describe):
+    """The detection report: exactly one `hakmem: ` line naming the fault, the address and the class."""
+    lines = report_lines(proc.stderr)
+    assert len(lines) == 1, f"want one report line\n{describe}"
+    line = lines[0]
+    assert re.search(FAULT_WORDS[kind], line, re.I), f"report does not name the fault ({kind})\n{describe}"
+    addresses = [int(h, 16) for h in re.findall(r"0x[0-9a-fA-F]+", line)]
+    assert addresses, f"report names no address\n{describe}"
+    if kind in (DOUBLE, INVALID):
+        assert target_address(proc.stderr) in addresses, f"report does not name the freed address\n{describe}"
+    if kind in (DOUBLE, OVERFLOW, SIZED):
+        assert re.search(r"class|size|bytes|large", line, re.I), f"report does not name the size class\n{describe}"
+
+
+def describe_run(name, mode, proc):
+    if proc is None:
+        return f"probe {name} [{mode}] hung for {TIMEOUT}s"
+    return (f"probe {name} [{mode}] exit {proc.returncode}\n--- stderr\n{proc.stderr[-3000:]}"
+            f"--- repro: LD_PRELOAD={LIBS.get(mode, '')} {PROBE}.glibc {name}")
+
+
+def check_outcome(name, mode, outcome, proc):
+    kind, _, want_default, want_hardened = PROBES[name]
+    want = want_default if mode == "default" else want_hardened
+    describe = describe_run(name, mode, proc)
+    assert outcome != "hang", describe
+    if outcome == "n/a":
+        pytest.skip(f"probe {name} not applicable under {mode}: {proc.stderr.strip().splitlines()[0]}")
+    if outcome == "detected":
+        check_report(name, kind, proc, describe)
+    if want == "detect":
+        assert outcome == "detected", f"{mode} mode must detect {name}, got: {outcome}\n{describe}"
+    elif want in ("survive", "enomem"):
+        assert outcome == "ran on", f"{mode} mode must run {name} to its end, got: {outcome}\n{describe}"
+        assert "hakmem stats:" in proc.stderr, f"hakmem was not the allocator\n{describe}"
+
+
+@pytest.fixture(scope="module", autouse=True)
+def built():
+    for path in (PROBE, Path(f"{PROBE}.glibc"), *LIBS.values()):
+        if not path.exists():
+            pytest.skip(f"{path} not built (run `make` and `make -C tests`)")
+
+
+def test_probe_list_matches_program():
+    listed = subprocess.run([f"{PROBE}.glibc", "--list"], capture_output=True, text=True, check=True)
+    assert listed.stdout.split() == list(PROBES)
+
+
+@pytest.mark.parametrize("mode", ["default", "hardened"])
+@pytest.mark.parametrize("name", list(PROBES))
+def test_probe(name, mode):
+    outcome, proc = run_probe(name, mode)
+    check_outcome(name, mode, outcome, proc)
+
+
+@pytest.mark.parametrize("mode,name", [("hardened", "df_intervening"), ("hardened", "overflow_32_small"),
+                                       ("default", "free_stack")])
+def test_launcher_selects_build(mode, name):
+    """`hakmem run` picks the hardened build with HAKMEM_SECURE=1 (df_intervening and overflow_32_small are
+    only required of it) and the default build otherwise."""
+    if not LAUNCHER.exists():
+        pytest.skip(f"{LAUNCHER} not built")
+    outcome, proc = run_probe(name, mode, launcher=True)
+    check_outcome(name, mode, outcome, proc)
+
+
+def markdown():
+    """docs/security.md: the probes' outcomes from actual runs in every mode."""
+    modes = ["glibc", "default", "hardened"]
+    rows = []
+    for name, (kind, what, want_default, want_hardened) in PROBES.items():
+        cells = []
+        for mode in modes:
+            outcome, proc = run_probe(name, mode)
+            if outcome == "ran on" and PROBES[name][0] == CLEAN:
+                outcome = "NULL + ENOMEM" if want_default == "enomem" else "ran correctly"
+            cells.append(outcome)
+        rows.append(f"| `{name}` | {what} | {' | '.join(cells)} | {want_default} / {want_hardened} |")
+    head = [
+        "# hakmem security probes",
+        "",
+        "Generated by `python3 tests/test_security.py > docs/security.md` from actual runs of",
+        "`build/tests/probe_security.glibc NAME` under plain glibc, under `LD_PRELOAD=build/libhakmem.so`",
+        "(default) and under `LD_PRELOAD=build/libhakmem-secure.so` (hardened, also `HAKMEM_SECURE=1 hakmem run`).",
+        "`tests/test_security.py` checks the required outcome of each probe in both hakmem modes.",
+        "",
+        "Outcomes: **detected** = the process printed one `hakmem: ` line naming the fault, the address and",
+        "the size class, then aborted; **abort (SIGABRT)** = aborted by something else (glibc's own checks);",
+        "**ran on** = the misuse went unnoticed and the program ran to its end; **hijacked** = malloc returned",
+        "an address the probe planted in a freed block; **crash** = killed by that signal; **n/a** = the",
+        "function the probe needs does not exist there. Required: detect / survive / enomem per mode",
+        "(default / hardened); **any** means the mode is not required to notice the misuse.",
+        "",
+        "| probe | misuse | glibc | hakmem default | hakmem hardened | required (default / hardened) |",
+        "| --- | --- | --- | --- | --- | --- |",
+    ]
+    return "\n".join(head + rows) + "\n"
+
+
+if __name__ == "__main__":
+    sys.stdout.write(markdown())
