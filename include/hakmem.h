@@ -115,7 +115,9 @@ enum hak_option {
   HAK_OPT_HUGE_PAGES,      /**< HAKMEM_HUGE_PAGES: 1 = ask for transparent huge pages on big mappings */
   HAK_OPT_DRAIN_INTERVAL,  /**< HAKMEM_DRAIN_INTERVAL (also HAKMEM_TINY_SLL_DRAIN_INTERVAL): slow-path
                                 events (a page running out of blocks or becoming empty) between the passes
-                                in which a thread hands its empty pages back to its segments, 1..1000000 */
+                                in which a thread hands its empty pages back to its segments, 1..1000000;
+                                0 (the default) = self-tuned per thread: the interval doubles when a page
+                                handed back is soon needed again and shrinks while pages sit unused */
   HAK_OPT_LARGE_CACHE_MB,  /**< HAKMEM_LARGE_CACHE_MB: most megabytes of freed large blocks kept mapped */
   HAK_OPT_COUNT
 };

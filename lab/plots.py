@@ -88,7 +88,7 @@ def lines(path: Path, title: str, panels: list[LinePanel]) -> Path | None:
     for ax, p in zip(axes, panels):
         for label, (xs, ys) in p.series.items():
             if len(xs):
-                ax.plot(list(xs), list(ys), marker="o" if len(xs) < 20 else None, markersize=3, label=label)
+                ax.plot(list(xs), list(ys), marker="o" if len(xs) <= 12 else None, markersize=3, label=label)
         if p.logx:
             ax.set_xscale("log")
         if p.logy:

@@ -65,7 +65,8 @@ class Run:
     wall_s: float = 0.0
     user_s: float = 0.0
     sys_s: float = 0.0
-    maxrss_kb: int = 0
+    maxrss_kb: int = 0  # the workload's own VmHWM (rusage's ru_maxrss includes the launcher's peak)
+    rusage_maxrss_kb: int = 0
     minflt: int = 0
     majflt: int = 0
     results: dict = field(default_factory=dict)
@@ -162,7 +163,7 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
         err.seek(0)
         result.stderr_tail = err.read()[-2000:]
     result.user_s, result.sys_s = usage.ru_utime, usage.ru_stime
-    result.maxrss_kb, result.minflt, result.majflt = usage.ru_maxrss, usage.ru_minflt, usage.ru_majflt
+    result.rusage_maxrss_kb, result.minflt, result.majflt = usage.ru_maxrss, usage.ru_minflt, usage.ru_majflt
     try:
         out = parse_output("".join(lines))
     except ValueError as e:
@@ -170,6 +171,8 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
         return result
     result.results, result.progress, result.hist = out.results, out.progress, out.hist
     result.allocator_check = out.allocator_check
+    hwm = out.results.get("peak_rss_kb")
+    result.maxrss_kb = int(hwm) if isinstance(hwm, int) else usage.ru_maxrss
     if timed_out.is_set():
         result.error = f"timed out after {timeout:.0f} s"
     elif result.returncode != 0:

@@ -24,13 +24,15 @@ EXIT_MISMATCH = 3
 EXIT_INTERRUPTED = 130
 
 
-def add_common_options(p: argparse.ArgumentParser, reps: int = 3, size: str = "standard") -> None:
+def add_common_options(p: argparse.ArgumentParser, reps: int | None = 3, size: str = "standard") -> None:
+    """Options of every experiment; reps=None leaves out --reps (for one-run experiments)."""
     p.add_argument("--allocs", help="comma-separated allocator names (default: every one found, "
                                     "hakmem-secure only when named)")
     p.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH",
                    help="add an allocator: a shared object to LD_PRELOAD (repeatable)")
     p.add_argument("--size", choices=PRESETS, default=size, help=f"workload size preset (default {size})")
-    p.add_argument("--reps", type=int, default=reps, help=f"timed repetitions, interleaved (default {reps})")
+    if reps is not None:
+        p.add_argument("--reps", type=int, default=reps, help=f"timed repetitions, interleaved (default {reps})")
     p.add_argument("--out", help="output directory (default results/<date>-<command>)")
     p.add_argument("--root", help="hakmem repository (default: found from the current directory)")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds before one run is killed (default 600)")
@@ -68,7 +70,7 @@ class Session:
         stamp = self.started.strftime("%Y-%m-%d-%H%M%S")
         self.out_dir = Path(args.out) if args.out else self.root / "results" / f"{stamp}-{name}"
         self.lab_command = "python3 -m lab " + shlex.join(sys.argv[1:])
-        if args.reps < 1:
+        if getattr(args, "reps", 1) < 1:
             raise SystemExit("hakmem-lab: --reps must be at least 1")
         try:
             self.discovery = al.discover(self.root, extra=tuple(args.alloc))

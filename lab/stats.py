@@ -77,8 +77,9 @@ def merge_hists(hists: Iterable[Sequence[Bucket]]) -> list[Bucket]:
     return sorted((lo, hi, c) for (lo, hi), c in merged.items())
 
 
-def hist_percentile(hist: Sequence[Bucket], q: float) -> float:
-    """Value at quantile q (0..1): the middle of the bucket that holds it."""
+def hist_percentile(hist: Sequence[Bucket], q: float, maximum: float | None = None) -> float:
+    """Value at quantile q (0..1): the middle of the bucket that holds it, never above `maximum` (the
+    true largest value, when known)."""
     total = sum(c for _, _, c in hist)
     if total == 0:
         raise ValueError("percentile of an empty histogram")
@@ -87,7 +88,8 @@ def hist_percentile(hist: Sequence[Bucket], q: float) -> float:
     for lo, hi, count in sorted(hist):
         seen += count
         if seen >= target:
-            return lo + (hi - 1 - lo) / 2
+            mid = lo + (hi - 1 - lo) / 2
+            return min(mid, maximum) if maximum is not None else mid
     return float(sorted(hist)[-1][1] - 1)
 
 

@@ -66,3 +66,21 @@ pub fn allocator_stats() -> AllocatorStats {
         madvise_calls: raw.madvise_calls,
     }
 }
+
+/// Number of usable bytes of a block from hakmem (at least the size requested); 0 for a null pointer.
+///
+/// # Safety
+/// `ptr` must be null or a live block allocated by hakmem (for example through [`HakMem`]).
+///
+/// ```
+/// use std::alloc::{GlobalAlloc, Layout};
+/// let layout = Layout::from_size_align(1000, 8).unwrap();
+/// unsafe {
+///     let p = hakmem::HakMem.alloc(layout);
+///     assert!(hakmem::usable_size(p) >= 1000);
+///     hakmem::HakMem.dealloc(p, layout);
+/// }
+/// ```
+pub unsafe fn usable_size(ptr: *const u8) -> usize {
+    ffi::hak_usable_size(ptr as *const core::ffi::c_void)
+}

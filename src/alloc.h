@@ -95,7 +95,7 @@ static inline void hak_free_inline(void *p) {
     page->local_free = b;
     page->used = used - 1;
   } else {
-    hak_page_remote_free(seg, page, b);
+    hak_page_remote_free(heap, seg, page, b);
   }
 }
 

@@ -7,6 +7,13 @@
 
 #define HAK_DIRECT_CLASS_MAX 19 /* class of 1024 bytes: classes 0..19 are reachable from heap->direct */
 
+/* Self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0): starts here, doubles (up to the max) when a
+ * class that just handed a page back needs a new one, and shrinks by a quarter (down to the min) after
+ * a pass with no such thrash. */
+#define AUTO_INTERVAL_START 64
+#define AUTO_INTERVAL_MIN 8
+#define AUTO_INTERVAL_MAX 65536
+
 hak_page hak_page_empty;
 hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
 __thread hak_heap *hak_tls_heap = &hak_heap_empty;
@@ -78,6 +85,9 @@ static void heap_reset(hak_heap *heap) {
   heap->empty_pages = 0;
   heap->slow_events = 0;
   heap->next_maintenance = 0;
+  heap->auto_interval = AUTO_INTERVAL_START;
+  heap->thrash_events = 0;
+  heap->retired_classes = 0;
   heap->segments = NULL;
   heap->segment_count = 0;
 }
@@ -125,6 +135,7 @@ static void unnote_empty(hak_heap *heap, hak_page *page) {
 
 static void retire_page(hak_heap *heap, hak_page *page) {
   unsigned cls = page->size_class;
+  heap->retired_classes |= (uint64_t)1 << cls;
   unnote_empty(heap, page);
   queue_remove(&heap->pages[cls], page);
   set_direct(heap, cls);
@@ -156,6 +167,17 @@ static void retire_empty_pages(hak_heap *heap, uint32_t age, bool all) {
 
 static void heap_maintain(hak_heap *heap, bool force) {
   long interval = hak_opts.value[HAK_OPT_DRAIN_INTERVAL];
+  if (interval == 0) {
+    if (heap->thrash_events > 0) {
+      heap->auto_interval = heap->auto_interval * 2 > AUTO_INTERVAL_MAX ? AUTO_INTERVAL_MAX : heap->auto_interval * 2;
+    } else {
+      uint32_t smaller = heap->auto_interval - heap->auto_interval / 4;
+      heap->auto_interval = smaller < AUTO_INTERVAL_MIN ? AUTO_INTERVAL_MIN : smaller;
+    }
+    interval = heap->auto_interval;
+  }
+  heap->thrash_events = 0;
+  heap->retired_classes = 0;
   heap->next_maintenance = heap->slow_events + (uint32_t)interval;
   if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
   uint64_t now = hak_clock_ms();
@@ -215,6 +237,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     }
     page = next;
   }
+  if (heap->retired_classes & bit) heap->thrash_events++;
   page = hak_segment_page_alloc(heap, cls);
   if (page == NULL) {
     set_direct(heap, cls);

@@ -143,8 +143,8 @@ typedef struct hak_page_queue {
  * hak_page_flush_counts folds a page's allocations and local frees into these on slow paths. */
 typedef struct hak_heap_counters {
   _Atomic uint64_t allocs[HAK_CLASS_COUNT];
-  _Atomic uint64_t frees;
-  _Atomic uint64_t remote_collected;
+  _Atomic uint64_t frees;        /* frees by the owner */
+  _Atomic uint64_t remote_frees; /* frees by this thread of blocks other heaps own */
 } hak_heap_counters;
 
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
@@ -158,6 +158,9 @@ struct hak_heap {
   uint32_t empty_pages;
   uint32_t slow_events;                /* slow-path visits, the heap's clock for page retirement */
   uint32_t next_maintenance;           /* slow_events value of the next maintenance pass */
+  uint32_t auto_interval;              /* self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0) */
+  uint32_t thrash_events;              /* since the last pass: new pages for a class that just retired one */
+  uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
   uint64_t random;                     /* hardened builds: key generator state */
@@ -206,7 +209,8 @@ void hak_page_collect(hak_heap *heap, hak_page *page);
 void hak_page_flush_counts(hak_heap *heap, hak_page *page);
 void hak_heap_flush_counts(hak_heap *heap);
 bool hak_page_extend(hak_page *page);
-void hak_page_remote_free(hak_segment *seg, hak_page *page, hak_block *block);
+void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block);
+uint64_t hak_orphan_remote_frees(void);
 bool hak_page_set_full_state(hak_page *page);
 void hak_page_clear_full_state(hak_page *page);
 

@@ -92,11 +92,14 @@ void hak_page_collect(hak_heap *heap, hak_page *page) {
   page->free = list;
   page->used -= n;
   page->used_at_flush = page->used;
-  HAK_COUNT_N(heap->counters.remote_collected, n);
-  HAK_COUNT_N(heap->counters.frees, n);
 }
 
-void hak_page_remote_free(hak_segment *seg, hak_page *page, hak_block *block) {
+/* Remote frees by threads that never allocated (they have no heap to count in). */
+static _Atomic uint64_t orphan_remote_frees;
+
+uint64_t hak_orphan_remote_frees(void) { return atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed); }
+
+void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
   if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
   do {
@@ -107,6 +110,8 @@ void hak_page_remote_free(hak_segment *seg, hak_page *page, hak_block *block) {
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
                                                   (uintptr_t)block | (state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
                                                   memory_order_release, memory_order_relaxed));
+  if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, 1);
+  else atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
   if (state == REMOTE_FULL) {
     hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
     if (owner != NULL) atomic_fetch_or_explicit(&owner->full_notified, (uint64_t)1 << page->size_class, memory_order_release);

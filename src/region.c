@@ -14,7 +14,9 @@
  *     background thread lazily) and thread exit (a pthread key destructor returns the cache to the pools).
  * No malloc here: metadata comes from hak_os_map and is never unmapped (it is recycled), so looking up a
  * bogus handle reads valid memory. Lock order: tick < cfg < registry < thread cache < class < meta. */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE
+#endif
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>

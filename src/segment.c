@@ -5,7 +5,9 @@
 
 #include "internal.h"
 
-#define SEGMENT_CACHE_MAX 16 /* empty segments kept mapped (their free slices are purged on schedule) */
+/* Empty segments kept mapped (their free slices are purged on schedule); unbounded when the purge
+ * delay is -1 ("never return memory"). */
+#define SEGMENT_CACHE_MAX 16
 
 static struct {
   pthread_mutex_t lock;
@@ -169,7 +171,7 @@ void hak_segment_release(hak_heap *heap, hak_segment *seg) {
   hak_segment *evict = NULL;
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.cache, seg);
-  if (++segs.cache_count > SEGMENT_CACHE_MAX) {
+  if (++segs.cache_count > SEGMENT_CACHE_MAX && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] >= 0) {
     for (evict = segs.cache; evict->next != NULL; evict = evict->next) {
     }
     list_remove(&segs.cache, evict);

@@ -41,8 +41,10 @@ HAK_API int hak_stats_get(struct hak_stats *out) {
       out->alloc_bytes[tier] += n * hak_class_size(c);
     }
     out->frees += load(&h->counters.frees);
-    out->remote_frees += load(&h->counters.remote_collected);
+    out->remote_frees += load(&h->counters.remote_frees);
   }
+  out->remote_frees += hak_orphan_remote_frees();
+  out->frees += out->remote_frees;
   hak_heaps_unlock();
   uint64_t large_frees;
   hak_large_counters(&out->large_cache_hits, &out->large_cache_misses, &out->allocs[HAK_TIER_LARGE],

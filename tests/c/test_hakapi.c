@@ -280,7 +280,7 @@ static void check_mixing(void) {
     H.free(p);
   }
   struct hak_stats s1 = snap();
-  CHECK(total_allocs(&s1) - total_allocs(&s0) >= 30, "standard malloc calls were not counted by hakmem");
+  CHECK(total_allocs(&s1) - total_allocs(&s0) >= 28, "standard malloc calls were not counted by hakmem"); /* 14 sizes, 2 allocations each */
 }
 
 static void print_options(void) {

@@ -148,6 +148,12 @@ static struct obj *resize(struct obj *o, uint64_t *rng, uint32_t me, uint64_t *n
   return q;
 }
 
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
 struct worker_arg {
   int slot;
   uint32_t gen;
@@ -161,9 +167,12 @@ static void *worker(void *argp) {
   struct obj *kept[KEEP] = {0};
   unsigned char *grow = NULL;
   size_t grow_size = 0;
+  /* Live for 2000 .. 32000 operations or 0.2 .. 1.5 s, whichever ends first. */
   long lifetime = 2000 + (long)(rng_next(&rng) % 30000);
+  double deadline = now() + 0.2 + (double)(rng_next(&rng) % 1300) / 1000;
 
   for (long op = 0; op < lifetime && !atomic_load(&stop); op++) {
+    if (op % 64 == 0 && now() > deadline) break;
     unsigned r = (unsigned)(rng_next(&rng) % 100);
     if (r < 45) { /* allocate and send */
       if (atomic_load(&live_bytes) > LIVE_LIMIT) continue;
@@ -242,11 +251,6 @@ static void spawn(pthread_t *t, int slot, uint32_t gen) {
   atomic_fetch_add(&threads_made, 1);
 }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + ts.tv_nsec / 1e9;
-}
 
 static long drain(struct mailbox *b) {
   long n = 0;

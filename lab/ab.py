@@ -1,0 +1,132 @@
+"""ab.py — the `ab` sub-command: one option of an allocator (an environment variable) over a list of
+values, per block size, e.g. `hakmem-lab ab --env HAKMEM_DRAIN_INTERVAL --values 0,512,1024,2048 --sizes
+128,256`. Runs are repeated and interleaved across values; each value gets ops/s (median, min–max), its
+change against the baseline value (positive = faster), and the system calls of an untimed strace pass.
+The value `default` leaves the variable unset."""
+
+from __future__ import annotations
+
+import argparse
+
+from lab import plots, report, stats
+from lab import workloads as wl
+from lab.runner import SYSCALLS, Run, Spec, SyscallCount
+from lab.session import Session, add_common_options
+
+UNSET = "default"
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("ab", help="A/B of an option (env var) over values, per block size",
+                       description="A/B of an allocator option given as an environment variable.")
+    add_common_options(p, reps=3, size="standard")
+    p.set_defaults(allocs="hakmem", func=run_ab)
+    p.add_argument("--env", required=True, help="the environment variable, e.g. HAKMEM_DRAIN_INTERVAL")
+    p.add_argument("--values", required=True, help=f"comma-separated values; `{UNSET}` = variable unset")
+    p.add_argument("--baseline", help="the value the others are compared with (default: the first)")
+    p.add_argument("--sizes", help="comma-separated block sizes in bytes (default: the workload's own mix)")
+    p.add_argument("--workload", default="random_mixed", help="workload (default random_mixed)")
+    p.add_argument("--no-strace", action="store_true", help="skip the system-call pass")
+
+
+def speedup(value: float, baseline: float, higher_is_better: bool) -> float:
+    """Percent faster than the baseline (negative: slower)."""
+    return 100.0 * ((value / baseline) if higher_is_better else (baseline / value)) - 100.0
+
+
+def _spec(w: wl.Workload, s: Session, var: str, value: str, size: int | None) -> Spec:
+    a = s.allocators[0]
+    if value == UNSET:
+        return Spec(w, a, w.args(s.args.size, size), unset=(var,))
+    return Spec(w, a, w.args(s.args.size, size), env={var: value})
+
+
+def run_ab(args: argparse.Namespace) -> int:
+    try:
+        w = wl.get(args.workload)
+        sizes: list[int | None] = [int(x) for x in args.sizes.split(",") if x] if args.sizes else [None]
+        if args.sizes and not w.size_args:
+            raise ValueError(f"workload {w.name} takes no block size; use random_mixed, tiny_hot or pair")
+    except ValueError as e:
+        raise SystemExit(f"hakmem-lab: {e}") from None
+    values = [v for v in args.values.split(",") if v]
+    baseline = args.baseline if args.baseline is not None else (values[0] if values else None)
+    if not values or baseline not in values:
+        raise SystemExit("hakmem-lab: --values must be non-empty and contain --baseline")
+    if "," in (args.allocs or ""):
+        raise SystemExit("hakmem-lab: ab runs one allocator (--allocs NAME)")
+    s = Session("ab", args, [w])
+    runs: dict[tuple[int | None, str], list[Run]] = {}
+    sysc: dict[tuple[int | None, str], SyscallCount | str] = {}
+    strace = not args.no_strace
+    s.start_progress(len(sizes) * len(values) * (args.reps + int(strace)))
+    with s.measuring():
+        for _ in range(args.reps):
+            for size in sizes:
+                for v in values:
+                    runs.setdefault((size, v), []).append(s.run(_spec(w, s, args.env, v, size)))
+        if strace:
+            for size in sizes:
+                for v in values:
+                    sysc[(size, v)] = s.strace(_spec(w, s, args.env, v, size))
+
+    med: dict[tuple[int | None, str], dict] = {}
+    for key, rs in runs.items():
+        ok = [r for r in rs if r.ok and r.value(w.metric) is not None]
+        if ok:
+            vals = [r.value(w.metric) for r in ok]
+            med[key] = {"metric": stats.median(vals), "min": min(vals), "max": max(vals),
+                        "peak_rss_kb": max(r.maxrss_kb for r in ok), "runs": len(ok)}
+            sc = sysc.get(key)
+            if isinstance(sc, SyscallCount):
+                med[key].update(syscalls=sc.calls, syscalls_total=sc.total, syscalls_per_op=sc.per_op())
+    for (size, v), m in med.items():
+        base = med.get((size, baseline))
+        m["delta_pct"] = speedup(m["metric"], base["metric"], w.higher_is_better) if base else None
+
+    label = {None: "mix"} | {sz: f"{sz} B" for sz in sizes if sz is not None}
+    matrix_head = ["Value"] + [h for sz in sizes for h in (f"{label[sz]} {w.unit}", "vs baseline")]
+    matrix = []
+    for v in values:
+        row = [f"{v} (baseline)" if v == baseline else v]
+        for sz in sizes:
+            m = med.get((sz, v))
+            row += [report.fmt_num(m["metric"]), report.fmt_pct(m["delta_pct"])] if m else ["", ""]
+        matrix.append(row)
+    sections = [f"## {args.env} on {s.allocators[0].name}, workload {w.name}\n\n"
+                f"Median of {args.reps} interleaved runs; vs baseline: positive = faster.\n\n"
+                + report.table(matrix_head, matrix, right=range(1, len(matrix_head)))]
+    best_lines = []
+    for sz in sizes:
+        cands = [(v, med[(sz, v)]) for v in values if (sz, v) in med]
+        if cands:
+            v, m = max(cands, key=lambda c: c[1]["delta_pct"] if c[1]["delta_pct"] is not None else -1e9)
+            best_lines.append(f"- {label[sz]}: fastest value {v} ({report.fmt_pct(m['delta_pct'])} vs baseline)")
+        rows = []
+        for v in values:
+            m = med.get((sz, v))
+            if not m:
+                rows.append([v, "FAILED"] + [""] * (5 + len(SYSCALLS)))
+                continue
+            calls = m.get("syscalls", {})
+            rows.append([v, report.fmt_num(m["metric"]), f"{report.fmt_num(m['min'])}–{report.fmt_num(m['max'])}",
+                         report.fmt_pct(m["delta_pct"]), report.fmt_kib(m["peak_rss_kb"]),
+                         report.fmt_int(m.get("syscalls_total")), report.fmt_num(m.get("syscalls_per_op")),
+                         *(report.fmt_int(calls.get(c)) if calls else "" for c in SYSCALLS)])
+        sections.append(f"### {label[sz]}\n\n" + report.table(
+            ["Value", f"{w.unit} median", "min–max", "vs baseline", "peak RSS", "syscalls", "per op", *SYSCALLS],
+            rows, right=range(1, 7 + len(SYSCALLS))))
+    if best_lines:
+        sections.insert(1, "Fastest value per size:\n\n" + "\n".join(best_lines))
+    s.out_dir.mkdir(parents=True, exist_ok=True)
+    others = [v for v in values if v != baseline]
+    png = plots.grouped_bars(s.out_dir / "ab.png", f"{args.env}: change vs baseline {baseline}",
+                             [label[sz] for sz in sizes],
+                             {v: [med.get((sz, v), {}).get("delta_pct") or 0.0 for sz in sizes] for v in others},
+                             "% faster than baseline")
+    if png:
+        sections.append(f"![ab]({png.name})")
+    summary = {"env": args.env, "baseline": baseline, "values": values, "workload": w.name,
+               "results": {f"{label[sz]}/{v}": m for (sz, v), m in med.items()}}
+    s.write(f"A/B of {args.env}", sections, summary)
+    return s.exit_code

@@ -1,0 +1,56 @@
+"""cli.py — the `hakmem-lab` command (also `python3 -m lab`): parses the sub-command and runs it.
+Sub-commands: compare, quick, scaling, ab, soak, latency, list. Exit status: 0 success, 1 some runs failed,
+2 bad usage, 3 a run used the wrong allocator, 130 interrupted (a partial report is still written)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from lab import __version__, ab, compare, latency, scaling, soak
+from lab import workloads as wl
+from lab.allocators import AllocatorError, discover
+from lab.session import find_root
+
+
+def list_things(args: argparse.Namespace) -> int:
+    root = find_root(args.root)
+    try:
+        d = discover(root, extra=tuple(args.alloc))
+    except AllocatorError as e:
+        raise SystemExit(f"hakmem-lab: {e}") from None
+    print("allocators:")
+    for a in d.found:
+        print(f"  {a.name:<14} {a.describe()}")
+    for m in d.missing:
+        print(f"  {m.name:<14} MISSING: {m.reason}")
+    print("workloads:")
+    for w in wl.WORKLOADS.values():
+        print(f"  {w.name:<14} {'threaded ' if w.threaded else ''}{w.summary}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="hakmem-lab", description="Benchmark lab of hakmem: workloads under "
+                                "hakmem, glibc, jemalloc, mimalloc and tcmalloc, with reports in results/.")
+    p.add_argument("--version", action="version", version=f"hakmem-lab {__version__}")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    compare.add_parsers(sub)
+    scaling.add_parser(sub)
+    ab.add_parser(sub)
+    soak.add_parser(sub)
+    latency.add_parser(sub)
+    ls = sub.add_parser("list", help="the allocators found and the workloads")
+    ls.add_argument("--root")
+    ls.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH")
+    ls.set_defaults(func=list_things)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return int(args.func(args) or 0)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,258 @@
+"""compare.py — the `compare` and `quick` sub-commands: every workload under every allocator, repeated and
+interleaved (A B C D A B C D ...), then one latency pass (-l) and one strace pass per pair, never timed.
+Per workload a ranked table (rank, allocator, figure with min–max, vs best, times, page faults, peak RSS,
+system calls per operation, latency percentiles), then each allocator's geometric-mean ratio to the best,
+the floor ratio (malloc+free pair vs a bare free-list pop+push), per-size tables and the system calls."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from pathlib import Path
+
+from lab import plots, report, stats
+from lab import workloads as wl
+from lab.runner import SYSCALLS, Run, Spec, SyscallCount
+from lab.session import Session, add_common_options
+
+LAT_KEYS = ("lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
+SIZED_RE = re.compile(r"^ns_per_op_(\d+)$")
+
+
+def add_parsers(sub: argparse._SubParsersAction) -> None:
+    for name, size, default, text in (
+        ("compare", "standard", "all workloads", "rank the allocators on each workload"),
+        ("quick", "quick", ",".join(wl.QUICK), "what `make bench` runs: a fast compare, printed as tables"),
+    ):
+        p = sub.add_parser(name, help=text, description=text)
+        add_common_options(p, reps=3, size=size)
+        p.add_argument("--workloads", help=f"comma-separated workloads (default: {default})")
+        p.add_argument("--threads", type=int, help="-t for the threaded workloads (default: the program's, 2)")
+        p.add_argument("--no-strace", action="store_true", help="skip the system-call pass")
+        p.add_argument("--no-latency", action="store_true", help="skip the latency pass")
+        p.set_defaults(func=run_quick if name == "quick" else run_compare)
+
+
+class Measurements:
+    """Runs of one compare, keyed by (workload, allocator)."""
+
+    def __init__(self) -> None:
+        self.timed: dict[tuple[str, str], list[Run]] = {}
+        self.latency: dict[tuple[str, str], Run] = {}
+        self.syscalls: dict[tuple[str, str], SyscallCount | str] = {}
+
+
+def measure(s: Session, works: list[wl.Workload], threads: int | None, strace: bool, latency: bool) -> Measurements:
+    m = Measurements()
+    passes = s.args.reps + int(latency) + int(strace)
+    s.start_progress(len(works) * len(s.allocators) * passes)
+    with s.measuring():
+        for w in works:
+            t = threads if w.threaded else None
+            args = w.args(s.args.size)
+            for _ in range(s.args.reps):
+                for a in s.allocators:
+                    m.timed.setdefault((w.name, a.name), []).append(s.run(Spec(w, a, args, threads=t)))
+            if latency:
+                for a in s.allocators:
+                    m.latency[(w.name, a.name)] = s.run(Spec(w, a, args, threads=t, flags=["-l"]))
+            if strace:
+                for a in s.allocators:
+                    m.syscalls[(w.name, a.name)] = s.strace(Spec(w, a, args, threads=t))
+    return m
+
+
+def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[dict]:
+    """One row per allocator (best first, failed ones last) with every figure of the table."""
+    rows = []
+    for a in allocators:
+        runs = [r for r in m.timed.get((w.name, a), []) if r.ok and r.value(w.metric) is not None]
+        if not runs:
+            rows.append({"allocator": a, "failed": True})
+            continue
+        vals = [r.value(w.metric) for r in runs]
+        lo, hi = stats.spread(vals)
+        row: dict = {
+            "allocator": a, "failed": False, "runs": len(runs), "metric": stats.median(vals), "min": lo, "max": hi,
+            "wall_s": stats.median([r.wall_s for r in runs]), "user_s": stats.median([r.user_s for r in runs]),
+            "sys_s": stats.median([r.sys_s for r in runs]), "minflt": stats.median([r.minflt for r in runs]),
+            "majflt": stats.median([r.majflt for r in runs]), "peak_rss_kb": max(r.maxrss_kb for r in runs),
+            "ops": stats.median([r.value("ops") or 0 for r in runs]),
+        }
+        sized = {}
+        for key in runs[0].results:
+            match = SIZED_RE.match(key)
+            if match:
+                sized[int(match.group(1))] = stats.median([r.value(key) or 0.0 for r in runs])
+        row["sized"] = dict(sorted(sized.items()))
+        sc = m.syscalls.get((w.name, a))
+        if isinstance(sc, SyscallCount):
+            row["syscalls"] = sc.calls
+            row["syscalls_per_op"] = sc.per_op()
+        lat = m.latency.get((w.name, a))
+        if lat is not None and lat.ok:
+            row.update({k: lat.value(k) for k in LAT_KEYS})
+        rows.append(row)
+    ok = [r for r in rows if not r["failed"]]
+    if ok:
+        best = (max if w.higher_is_better else min)(r["metric"] for r in ok)
+        for r in ok:
+            r["ratio"] = stats.ratio_to_best(r["metric"], best, w.higher_is_better) if r["metric"] > 0 else None
+    ok.sort(key=lambda r: r.get("ratio") or float("inf"))
+    return ok + [r for r in rows if r["failed"]]
+
+
+def geomeans(tables: dict[str, list[dict]]) -> list[dict]:
+    per: dict[str, list[float]] = {}
+    for rows in tables.values():
+        for r in rows:
+            if r.get("ratio"):
+                per.setdefault(r["allocator"], []).append(r["ratio"])
+    out = [{"allocator": a, "geomean": stats.geomean(v), "workloads": len(v)} for a, v in per.items()]
+    return sorted(out, key=lambda r: r["geomean"])
+
+
+def floor_rows(tables: dict[str, list[dict]]) -> tuple[float | None, list[dict]]:
+    """The floor's ns/op (median over its runs under every allocator) and each allocator's pair cost."""
+    floor = [r["metric"] for r in tables.get("floor", []) if not r["failed"]]
+    if not floor or "pair" not in tables:
+        return None, []
+    f = stats.median(floor)
+    rows = [{"allocator": r["allocator"], "sizes": {sz: (ns, ns / f) for sz, ns in r["sized"].items()}}
+            for r in tables["pair"] if not r["failed"]]
+    return f, rows
+
+
+def _rank_label(i: int) -> str:
+    return str(i + 1)
+
+
+def workload_table(w: wl.Workload, rows: list[dict], markdown: bool = True) -> str:
+    headers = ["Rank", "Allocator", f"{w.unit} (median)", "min–max", "vs best", "wall s", "user s", "sys s",
+               "soft PF", "hard PF", "peak RSS", "syscalls/op", "p50 ns", "p90 ns", "p99 ns", "p99.9 ns", "max ns"]
+    body = []
+    for i, r in enumerate(rows):
+        if r["failed"]:
+            body.append(["-", r["allocator"], "FAILED"] + [""] * (len(headers) - 3))
+            continue
+        body.append([
+            _rank_label(i), r["allocator"], report.fmt_num(r["metric"]),
+            f"{report.fmt_num(r['min'])}–{report.fmt_num(r['max'])}", report.fmt_ratio(r.get("ratio")),
+            f"{r['wall_s']:.3f}", f"{r['user_s']:.3f}", f"{r['sys_s']:.3f}", report.fmt_int(r["minflt"]),
+            report.fmt_int(r["majflt"]), report.fmt_kib(r["peak_rss_kb"]),
+            report.fmt_num(r.get("syscalls_per_op")), *(report.fmt_int(r.get(k)) for k in LAT_KEYS),
+        ])
+    if markdown:
+        return report.table(headers, body)
+    keep = (0, 1, 2, 4, 10, 11, 14)
+    return report.text_table([headers[i] for i in keep], [[row[i] for i in keep] for row in body])
+
+
+def geomean_table(g: list[dict], markdown: bool = True) -> str:
+    headers = ["Rank", "Allocator", "geomean ratio to best", "workloads"]
+    body = [[i + 1, r["allocator"], f"{r['geomean']:.3f}", r["workloads"]] for i, r in enumerate(g)]
+    return report.table(headers, body) if markdown else report.text_table(headers, body)
+
+
+def sized_table(rows: list[dict]) -> str:
+    sizes = sorted({sz for r in rows if not r["failed"] for sz in r["sized"]})
+    body = [[r["allocator"]] + [report.fmt_num(r["sized"].get(sz)) for sz in sizes] for r in rows if not r["failed"]]
+    return report.table(["Allocator"] + [f"{sz} B ns/op" for sz in sizes], body, right=range(1, len(sizes) + 1))
+
+
+def syscall_table(tables: dict[str, list[dict]]) -> str:
+    body = []
+    for name, rows in tables.items():
+        for r in rows:
+            if "syscalls" in r:
+                c = r["syscalls"]
+                body.append([name, r["allocator"], *(report.fmt_int(c.get(s, 0)) for s in SYSCALLS),
+                             report.fmt_int(sum(c.values())), report.fmt_num(r.get("syscalls_per_op"))])
+    if not body:
+        return ""
+    return report.table(["Workload", "Allocator", *SYSCALLS, "total", "per op"], body)
+
+
+def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]], g: list[dict]) -> list[str]:
+    out = ["## Summary: geometric mean of each allocator's ratio to the best\n\n"
+           "1.000 = best on every workload; 1.25 = on average 25 % more time per unit of work.\n\n"
+           + geomean_table(g)]
+    for w in works:
+        if w.name not in tables or not w.ranked:
+            continue
+        text = (f"### {w.name} — {w.unit}, {'higher' if w.higher_is_better else 'lower'} is better\n\n"
+                f"{w.summary}. Median of {s.args.reps} interleaved runs; vs best in time terms; peak RSS is the "
+                f"largest of the runs; syscalls/op and latency come from separate untimed passes.\n\n"
+                + workload_table(w, tables[w.name]))
+        if w.sized_results:
+            text += "\n\nPer size:\n\n" + sized_table(tables[w.name])
+        out.append(text)
+    f, frows = floor_rows(tables)
+    if f is not None and frows:
+        sizes = sorted({sz for r in frows for sz in r["sizes"]})
+        body = [[r["allocator"]] + [f"{report.fmt_num(r['sizes'][sz][0])} ({r['sizes'][sz][1]:.1f}x)"
+                                    if sz in r["sizes"] else "" for sz in sizes] for r in frows]
+        out.append(f"## Floor: malloc+free pair against a bare free-list pop+push\n\nThe floor (`floor`, no malloc) "
+                   f"costs {f:.2f} ns per pop+push. Each cell: the pair's ns/op (its multiple of the floor).\n\n"
+                   + report.table(["Allocator"] + [f"{sz} B" for sz in sizes], body, right=range(1, len(sizes) + 1)))
+    sc = syscall_table(tables)
+    if sc:
+        out.append("## System calls (strace -f -c pass)\n\n" + sc)
+    return out
+
+
+def make_plots(out_dir: Path, works: list[wl.Workload], tables: dict[str, list[dict]], g: list[dict]) -> list[str]:
+    panels = []
+    for w in works:
+        rows = [r for r in tables.get(w.name, []) if not r["failed"]]
+        if rows:
+            panels.append(plots.BarPanel(f"{w.name} ({'higher' if w.higher_is_better else 'lower'} is better)",
+                                         [r["allocator"] for r in rows], [r["metric"] for r in rows],
+                                         [r["min"] for r in rows], [r["max"] for r in rows], w.unit))
+    written = [plots.bars(out_dir / "workloads.png", "median, min–max", panels)]
+    if g:
+        written.append(plots.bars(out_dir / "geomean.png", "geometric mean ratio to best (lower is better)",
+                                  [plots.BarPanel("all workloads", [r["allocator"] for r in g],
+                                                  [r["geomean"] for r in g], ylabel="ratio")]))
+    return [p.name for p in written if p is not None]
+
+
+def execute(args: argparse.Namespace, name: str, default: tuple[str, ...]) -> tuple[Session, dict, list]:
+    try:
+        works = wl.parse_list(args.workloads, default)
+    except ValueError as e:
+        raise SystemExit(f"hakmem-lab: {e}") from None
+    s = Session(name, args, works)
+    m = measure(s, works, args.threads, strace=not args.no_strace, latency=not args.no_latency)
+    names = [a.name for a in s.allocators]
+    tables = {w.name: summarize(w, names, m) for w in works if any(k[0] == w.name for k in m.timed)}
+    g = geomeans({k: v for k, v in tables.items() if wl.get(k).ranked})
+    s.out_dir.mkdir(parents=True, exist_ok=True)
+    pngs = make_plots(s.out_dir, [w for w in works if w.ranked], tables, g)
+    figs = "Figures: " + ", ".join(f"![{p}]({p})" for p in pngs) if pngs else "No figures (matplotlib missing)."
+    s.write(name, sections(s, works, tables, g) + [figs], {"tables": tables, "geomean": g})
+    return s, tables, g
+
+
+def run_compare(args: argparse.Namespace) -> int:
+    s, _, _ = execute(args, "compare", tuple(wl.WORKLOADS))
+    return s.exit_code
+
+
+def run_quick(args: argparse.Namespace) -> int:
+    s, tables, g = execute(args, "quick", wl.QUICK)
+    for name, rows in tables.items():
+        w = wl.get(name)
+        if w.ranked:
+            print(f"\n{name} ({w.unit}, {'higher' if w.higher_is_better else 'lower'} is better)")
+            print(workload_table(w, rows, markdown=False))
+    f, frows = floor_rows(tables)
+    if f is not None:
+        print(f"\nfloor: {f:.2f} ns per pop+push; pair ns/op (x floor):")
+        for r in frows:
+            print(f"  {r['allocator']:<14}" + "  ".join(f"{sz}B {ns:.2f} ({x:.1f}x)" for sz, (ns, x) in r["sizes"].items()))
+    if g:
+        print("\nsummary: geometric mean ratio to best (1.000 = best everywhere)")
+        print(geomean_table(g, markdown=False))
+    print(f"\nstatus: {s.status}\nreport: {s.out_dir / 'report.md'}")
+    return s.exit_code

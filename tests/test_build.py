@@ -1,0 +1,178 @@
+"""tests/test_build.py — installation, pkg-config, static linking and the launcher (owner: tests suite).
+
+`make install PREFIX=<tmp>` must install the libraries, header, launcher and hakmem.pc; a program built
+with `pkg-config --cflags --libs hakmem` must link and run on the installed library; a program linked
+with build/libhakmem.a must use hakmem; `build/hakmem run` must preload hakmem and reject bad usage.
+"""
+import re
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import ROOT, clean_env, describe, stats_blocks
+
+PROGRAM = r'''
+#define _GNU_SOURCE
+#include <hakmem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static unsigned long long allocs(void) {
+  struct hak_stats s;
+  if (hak_stats_get(&s) != 0) exit(3);
+  return (unsigned long long)(s.allocs[HAK_TIER_SMALL] + s.allocs[HAK_TIER_MEDIUM] + s.allocs[HAK_TIER_LARGE]);
+}
+
+int main(void) {
+  unsigned long long a0 = allocs();
+  void *blocks[100];
+  for (int i = 0; i < 100; i++) blocks[i] = malloc(100 + i);
+  unsigned long long a1 = allocs();
+  /* strdup allocates inside libc: hakmem must serve it too, and free() must accept the block. */
+  char *s = strdup("allocated inside libc");
+  unsigned long long a2 = allocs();
+  for (int i = 0; i < 100; i++) free(blocks[i]);
+  free(s);
+  char line[512];
+  int mapped = 0;
+  FILE *maps = fopen("/proc/self/maps", "r");
+  while (maps && fgets(line, sizeof line, maps))
+    if (strstr(line, "libhakmem")) mapped = 1;
+  if (maps) fclose(maps);
+  printf("version %d\nmalloc counted %llu\nstrdup counted %llu\nlibhakmem.so mapped %d\n", HAKMEM_VERSION,
+         a1 - a0, a2 - a1, mapped);
+  return 0;
+}
+'''
+
+
+def header_version():
+    text = (ROOT / "include" / "hakmem.h").read_text()
+    parts = [re.search(rf"#define HAKMEM_VERSION_{p} (\d+)", text).group(1) for p in ("MAJOR", "MINOR", "PATCH")]
+    return ".".join(parts), int(parts[0]) * 10000 + int(parts[1]) * 100 + int(parts[2])
+
+
+def check_program_output(proc, dynamic):
+    assert proc.returncode == 0, describe(proc)
+    out = dict(line.rsplit(" ", 1) for line in proc.stdout.splitlines())
+    assert int(out["version"]) == header_version()[1], describe(proc)
+    assert int(out["malloc counted"]) >= 100, "malloc in the program was not served by hakmem" + describe(proc)
+    assert int(out["strdup counted"]) >= 1, "strdup inside libc was not served by hakmem" + describe(proc)
+    assert out["libhakmem.so mapped"] == ("1" if dynamic else "0"), describe(proc)
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory, libhakmem):
+    prefix = tmp_path_factory.mktemp("install") / "prefix"
+    proc = subprocess.run(["make", "-C", str(ROOT), "install", f"PREFIX={prefix}"], capture_output=True, text=True,
+                          timeout=600, env=clean_env())
+    assert proc.returncode == 0, describe(proc)
+    return prefix
+
+
+def test_install_layout(installed):
+    for rel in ("lib/libhakmem.so", "lib/libhakmem-secure.so", "lib/libhakmem.a", "include/hakmem.h",
+                "bin/hakmem", "lib/pkgconfig/hakmem.pc"):
+        assert (installed / rel).is_file(), f"{rel} not installed under {installed}"
+    assert (installed / "bin/hakmem").stat().st_mode & 0o111, "the launcher is not executable"
+    assert (installed / "include/hakmem.h").read_bytes() == (ROOT / "include/hakmem.h").read_bytes()
+    pc = (installed / "lib/pkgconfig/hakmem.pc").read_text()
+    assert re.search(rf"^prefix={re.escape(str(installed))}$", pc, re.M), \
+        f"hakmem.pc does not use PREFIX={installed}:\n{pc}"
+    assert re.search(rf"^Version: {re.escape(header_version()[0])}$", pc, re.M), pc
+
+
+def test_pkg_config_build_and_run(installed, tmp_path):
+    pkg_config = shutil.which("pkg-config") or pytest.skip("pkg-config is not installed")
+    env = clean_env({"PKG_CONFIG_PATH": str(installed / "lib/pkgconfig")})
+    flags = subprocess.run([pkg_config, "--cflags", "--libs", "hakmem"], capture_output=True, text=True, env=env)
+    assert flags.returncode == 0, describe(flags)
+    assert f"-I{installed}/include" in flags.stdout and f"-L{installed}/lib" in flags.stdout \
+        and "-lhakmem" in flags.stdout, flags.stdout
+    version = subprocess.run([pkg_config, "--modversion", "hakmem"], capture_output=True, text=True, env=env)
+    assert version.stdout.strip() == header_version()[0], describe(version)
+
+    (tmp_path / "prog.c").write_text(PROGRAM)
+    build = subprocess.run(["cc", "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c"), *flags.stdout.split()],
+                           capture_output=True, text=True, env=env)
+    assert build.returncode == 0, describe(build)
+    run = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, timeout=60,
+                         env=clean_env({"LD_LIBRARY_PATH": str(installed / "lib"), "HAKMEM_STATS": "1"}))
+    check_program_output(run, dynamic=True)
+    assert stats_blocks(run.stderr) == 1, describe(run)
+    ldd = subprocess.run(["ldd", str(tmp_path / "prog")], capture_output=True, text=True,
+                         env=clean_env({"LD_LIBRARY_PATH": str(installed / "lib")}))
+    assert f"{installed}/lib/libhakmem.so" in ldd.stdout, describe(ldd)
+
+
+def test_uninstall(libhakmem, tmp_path):
+    prefix = tmp_path / "prefix"
+    for target in ("install", "uninstall"):
+        proc = subprocess.run(["make", "-C", str(ROOT), target, f"PREFIX={prefix}"], capture_output=True, text=True,
+                              timeout=600, env=clean_env())
+        assert proc.returncode == 0, describe(proc)
+    left = [p for p in prefix.rglob("*") if p.is_file()]
+    assert left == [], f"make uninstall left {left}"
+
+
+@pytest.mark.parametrize("mode", ["archive", "fully-static"])
+def test_static_link(libhakmem_static, tmp_path, mode):
+    (tmp_path / "prog.c").write_text(PROGRAM)
+    cmd = ["cc", "-I", str(ROOT / "include"), "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c"),
+           str(libhakmem_static), "-lpthread"]
+    if mode == "fully-static":
+        cmd.insert(1, "-static")
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    assert build.returncode == 0, describe(build)
+    run = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, timeout=60,
+                         env=clean_env({"HAKMEM_STATS": "1"}))
+    check_program_output(run, dynamic=False)
+    assert stats_blocks(run.stderr) == 1, describe(run)
+
+
+def launch(launcher, *args, env=None):
+    return subprocess.run([str(launcher), *map(str, args)], capture_output=True, text=True, timeout=120,
+                          env=clean_env(env))
+
+
+def test_launcher_stats(launcher):
+    proc = launch(launcher, "run", "--stats", "--", "/bin/echo", "hi")
+    assert proc.returncode == 0 and proc.stdout == "hi\n", describe(proc)
+    assert stats_blocks(proc.stderr) == 1, describe(proc)
+    quiet = launch(launcher, "run", "--", "/bin/echo", "hi")
+    assert quiet.returncode == 0 and quiet.stdout == "hi\n" and stats_blocks(quiet.stderr) == 0, describe(quiet)
+
+
+def test_launcher_preloads_hakmem(launcher, libhakmem):
+    proc = launch(launcher, "run", "--", "cat", "/proc/self/maps")
+    assert proc.returncode == 0, describe(proc)
+    assert str(libhakmem.resolve()) in proc.stdout, "build/libhakmem.so is not mapped in the launched program"
+
+
+def test_launcher_profile(launcher, test_binary):
+    for name, value in (("fast", 0), ("balanced", 1), ("lean", 2)):
+        proc = launch(launcher, "run", "--profile", name, "--", test_binary("test_hakapi", "glibc"), "options")
+        assert proc.returncode == 0, describe(proc)
+        assert f"HAKMEM_PROFILE={value}\n" in proc.stdout, describe(proc)
+
+
+def test_launcher_exit_status(launcher):
+    proc = launch(launcher, "run", "--", "/bin/sh", "-c", "exit 7")
+    assert proc.returncode == 7, "the launcher does not pass on the program's exit status" + describe(proc)
+
+
+@pytest.mark.parametrize("args", [[], ["bogus"], ["run"], ["run", "--"], ["run", "--no-such-flag", "--", "/bin/true"],
+                                  ["run", "--profile", "nosuch", "--", "/bin/true"]],
+                         ids=lambda a: " ".join(a) or "no-arguments")
+def test_launcher_bad_usage(launcher, args):
+    proc = launch(launcher, *args)
+    assert proc.returncode != 0, "bad usage accepted" + describe(proc)
+    assert "usage" in (proc.stdout + proc.stderr).lower(), "no usage message" + describe(proc)
+
+
+def test_installed_launcher_uses_installed_library(installed):
+    proc = launch(installed / "bin/hakmem", "run", "--", "cat", "/proc/self/maps")
+    assert proc.returncode == 0, describe(proc)
+    assert f"{installed}/lib/libhakmem.so" in proc.stdout, "the installed launcher preloads another library"
