@@ -14,7 +14,9 @@ OBJS    := $(SRCS:src/%.c=$(BUILD)/obj/%.o)
 SOBJS   := $(SRCS:src/%.c=$(BUILD)/obj-secure/%.o)
 
 .PHONY: all lib test bench install uninstall clean help
-all: lib $(BUILD)/hakmem $(BUILD)/hakmem.pc
+VERSION := $(shell sed -n 's/^\#define HAKMEM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' include/hakmem.h | paste -sd.)
+
+all: lib $(BUILD)/hakmem
 
 lib: $(BUILD)/libhakmem.so $(BUILD)/libhakmem.a $(BUILD)/libhakmem-secure.so
 
@@ -39,10 +41,6 @@ $(BUILD)/hakmem: tools/hakmem
 	@mkdir -p $(BUILD)
 	cp $< $@ && chmod +x $@
 
-$(BUILD)/hakmem.pc: tools/hakmem.pc.in Makefile
-	@mkdir -p $(BUILD)
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(shell sed -n 's/^#define HAKMEM_VERSION_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\)/\2/p' include/hakmem.h | paste -sd.)|g' $< > $@
-
 # The whole test suite (C programs, real programs under LD_PRELOAD, the lab, the Rust crate) runs under
 # pytest, whose last line is the summary.
 test: all
@@ -59,7 +57,7 @@ install: all
 	install -m 644 $(BUILD)/libhakmem.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/hakmem.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/hakmem $(DESTDIR)$(PREFIX)/bin/
-	install -m 644 $(BUILD)/hakmem.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/hakmem.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
 
 uninstall:
 	rm -f $(DESTDIR)$(PREFIX)/lib/libhakmem.so $(DESTDIR)$(PREFIX)/lib/libhakmem-secure.so \

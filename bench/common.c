@@ -327,7 +327,7 @@ void bench_report(uint64_t ops, const char *extra_fmt, ...) {
   long hwm = peak_rss_kb();
   double secs = (double)(t_end - t_start) / 1e9;
   double rate = secs > 0 ? (double)ops / secs : 0.0;
-  printf("RESULT workload=%s threads=%d ops=%llu seconds=%.6f ops_per_sec=%.1f ns_per_op=%.3f", bench.name,
+  printf("RESULT workload=%s threads=%d ops=%llu seconds=%.9f ops_per_sec=%.1f ns_per_op=%.3f", bench.name,
          bench.threads, (unsigned long long)ops, secs, rate, ops ? secs * 1e9 / (double)ops : 0.0);
   if (extra_fmt != NULL && extra_fmt[0] != '\0') {
     va_list ap;

@@ -8,7 +8,7 @@
 #include <sched.h>
 #include <stdlib.h>
 
-#define RING 1024 /* power of two */
+#define RING 4096 /* power of two */
 #define PUBLISH 32 /* the producer makes its pushes visible in groups of this many */
 
 struct ring {
@@ -36,6 +36,17 @@ struct consumer {
 static pthread_barrier_t go;
 static void *const END = (void *)1; /* sentinel: this producer is done */
 
+/* Wait politely: yield a few times, then sleep, so an oversubscribed run (more threads than cores) does not
+ * burn the time slice its peer needs. */
+static void backoff(unsigned *spins) {
+  if (++*spins < 16) {
+    sched_yield();
+  } else {
+    struct timespec ts = {0, 50000};
+    nanosleep(&ts, NULL);
+  }
+}
+
 static void ring_publish(struct producer *pr) {
   atomic_store_explicit(&pr->ring->head, pr->head, memory_order_release);
 }
@@ -45,7 +56,8 @@ static void ring_push(struct producer *pr, void *p) {
   struct ring *r = pr->ring;
   if (pr->head - pr->tail_seen == RING) {
     ring_publish(pr);
-    while (pr->head - (pr->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) == RING) sched_yield();
+    unsigned spins = 0;
+    while (pr->head - (pr->tail_seen = atomic_load_explicit(&r->tail, memory_order_acquire)) == RING) backoff(&spins);
   }
   r->slot[pr->head & (RING - 1)] = p;
   if (++pr->head % PUBLISH == 0) ring_publish(pr);
@@ -77,6 +89,7 @@ static void *consumer_main(void *arg) {
   struct hist *h = c->h;
   int open = c->nrings;
   uint64_t freed = 0;
+  unsigned spins = 0;
   pthread_barrier_wait(&go);
   while (open > 0) {
     bool got = false;
@@ -99,7 +112,8 @@ static void *consumer_main(void *arg) {
       }
       atomic_store_explicit(&r->tail, tail, memory_order_release);
     }
-    if (!got) sched_yield();
+    if (got) spins = 0;
+    else backoff(&spins);
   }
   c->freed = freed;
   return NULL;

@@ -33,9 +33,9 @@ def soak_figures(run: Run, window: int = 5) -> dict:
     rss = [kb for _, kb in run.rss_samples]
     out: dict = {"samples": len(tput), "rss_samples": len(rss)}
     if tput:
-        out.update(tput_mean=statistics.fmean(tput), tput_first=statistics.fmean(tput[:window]),
-                   tput_last=statistics.fmean(tput[-window:]), tput_drift_pct=stats.drift_percent(tput, window),
-                   tput_cv_pct=stats.cv_percent(tput))
+        first, last = stats.edge_means(tput, window)
+        out.update(tput_mean=statistics.fmean(tput), tput_first=first, tput_last=last,
+                   tput_drift_pct=stats.drift_percent(tput, window), tput_cv_pct=stats.cv_percent(tput))
     if rss:
         out.update(rss_first_kb=rss[0], rss_last_kb=rss[-1], rss_peak_kb=max(max(rss), run.maxrss_kb),
                    rss_drift_pct=stats.drift_percent(rss, window))
@@ -84,7 +84,7 @@ def run_soak(args: argparse.Namespace) -> int:
             sc = sysc.get(name)
             if isinstance(sc, SyscallCount):
                 figures[name].update(syscalls=sc.calls, syscalls_per_op=sc.per_op())
-    head = ["Allocator", "samples", "tput mean ops/s", "first 5", "last 5", "tput drift", "CV", "RSS first",
+    head = ["Allocator", "samples", "tput mean ops/s", "first", "last", "tput drift", "CV", "RSS first",
             "RSS last", "peak RSS", "RSS drift", "syscalls/op"]
     rows = []
     for name, f in figures.items():
@@ -95,7 +95,7 @@ def run_soak(args: argparse.Namespace) -> int:
                      report.fmt_pct(f.get("rss_drift_pct")), report.fmt_num(f.get("syscalls_per_op"))])
     text = (f"## {w.name}, {args.minutes:g} min per allocator\n\n{w.summary}. Throughput is sampled every "
             f"{args.interval:g} s from the workload's PROGRESS lines and RSS (VmRSS) from /proc/<pid>/status; drift = "
-            "mean of the last 5 samples against the first 5; CV = standard deviation / mean of the throughput "
+            "mean of the last 5 samples against the first 5 (fewer in runs under 10 samples); CV = standard deviation / mean of the throughput "
             f"samples; syscalls/op from a separate {trace_secs:g} s strace pass.\n\n"
             + report.table(head, rows))
     s.out_dir.mkdir(parents=True, exist_ok=True)

@@ -51,13 +51,18 @@ def cv_percent(values: Sequence[float]) -> float:
     return 100.0 * statistics.stdev(values) / mean if mean else 0.0
 
 
+def edge_means(values: Sequence[float], window: int = 5) -> tuple[float, float]:
+    """Means of the first and of the last `window` samples (fewer when the series is short, so the two
+    never overlap unless there is a single sample)."""
+    if not values:
+        raise ValueError("edge means of no values")
+    w = max(1, min(window, len(values) // 2))
+    return statistics.fmean(values[:w]), statistics.fmean(values[-w:])
+
+
 def drift_percent(values: Sequence[float], window: int = 5) -> float:
     """Change of the mean of the last `window` samples against the first `window`, in percent."""
-    if not values:
-        raise ValueError("drift of no values")
-    w = max(1, min(window, len(values) // 2 or 1))
-    first = statistics.fmean(values[:w])
-    last = statistics.fmean(values[-w:])
+    first, last = edge_means(values, window)
     return 100.0 * (last - first) / first if first else 0.0
 
 

@@ -58,7 +58,7 @@ WORKLOADS: dict[str, Workload] = {
                  {"tiny": ("4", "20000"), "quick": ("10", "100000"), "standard": ("20", "200000"),
                   "full": ("50", "400000")}, threaded=True),
         Workload("tiny_hot", "batches of 64 blocks of one size, per size class 8..1024 B",
-                 _p("64K", "1M", "4M", "20M"), size_args=(2,), sized_results=True, fixed_args={1: "64"}),
+                 _p("64K", "500K", "4M", "20M"), size_args=(2,), sized_results=True, fixed_args={1: "64"}),
         Workload("mid_large_mt", "threads replacing 8..32 KiB blocks in private working sets",
                  _p("50K", "500K", "2M", "8M"), threaded=True),
         Workload("vm", "malloc 2 MiB, touch every page, free; latency per operation",
@@ -76,10 +76,10 @@ WORKLOADS: dict[str, Workload] = {
                   "standard": ("150", "4000", "3", "256"), "full": ("600", "4000", "6", "384")},
                  threaded=True, metric="seconds", higher_is_better=False, unit="s"),
         Workload("floor", "physical floor: thread-local free-list pop+push, no malloc",
-                 _p("2M", "50M", "200M", "1G"), metric="ns_per_op", higher_is_better=False, unit="ns/op",
+                 _p("2M", "20M", "200M", "1G"), metric="ns_per_op", higher_is_better=False, unit="ns/op",
                  ranked=False),
         Workload("pair", "hot malloc+free pair for 16/64/256/1024 B",
-                 _p("200K", "5M", "20M", "100M"), metric="ns_per_op", higher_is_better=False, unit="ns/op",
+                 _p("200K", "2M", "20M", "100M"), metric="ns_per_op", higher_is_better=False, unit="ns/op",
                  size_args=(1,), sized_results=True),
     )
 }

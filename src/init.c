@@ -2,6 +2,7 @@
  * handlers), the statistics report at exit, fork safety, and the fatal-error reporter. Initialisation
  * is lazy and re-entrant: the first malloc may come from the dynamic loader, a constructor of another
  * library, dlsym or a thread-exit destructor, and nothing here allocates. */
+#include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
@@ -11,6 +12,12 @@
 
 enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2 };
 static _Atomic int init_state = INIT_NONE;
+
+/* A private duplicate of stderr taken at start: programs such as sort close fd 2 before exit, and the
+ * statistics printed at exit must still get through. */
+static int report_fd = STDERR_FILENO;
+
+int hak_report_fd(void) { return report_fd; }
 
 static void fork_prepare(void) {
   hak_heaps_lock();
@@ -35,6 +42,10 @@ void hak_init(void) {
   int expected = INIT_NONE;
   if (atomic_compare_exchange_strong(&init_state, &expected, INIT_RUNNING)) {
     hak_options_init();
+    if (hak_opts.value[HAK_OPT_STATS]) {
+      int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
+      if (fd >= 0) report_fd = fd;
+    }
     hak_heaps_init_key();
     atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
     pthread_atfork(fork_prepare, fork_parent, fork_child); /* may allocate: we are ready for that */
@@ -71,22 +82,35 @@ static size_t put_num(char *buf, size_t n, size_t cap, uint64_t v, unsigned base
   return n;
 }
 
-void hak_fatal(const char *what, const void *ptr, int cls) {
+/* "hakmem: <what> <ptr>" followed by a block description, one line, then abort. */
+static __attribute__((noreturn)) void report_and_abort(const char *what, const void *ptr, const char *kind,
+                                                       int cls, uint64_t bytes) {
   char line[256];
   size_t n = 0, cap = sizeof line - 1;
   n = put_str(line, n, cap, "hakmem: ");
   n = put_str(line, n, cap, what);
   n = put_str(line, n, cap, " ");
   n = put_num(line, n, cap, (uintptr_t)ptr, 16);
-  if (cls >= 0) {
-    n = put_str(line, n, cap, " (size class ");
-    n = put_num(line, n, cap, (uint64_t)cls, 10);
-    n = put_str(line, n, cap, ": ");
-    n = put_num(line, n, cap, hak_class_size((unsigned)cls), 10);
+  if (kind != NULL) {
+    n = put_str(line, n, cap, kind);
+    if (cls >= 0) {
+      n = put_num(line, n, cap, (uint64_t)cls, 10);
+      n = put_str(line, n, cap, ": ");
+    }
+    n = put_num(line, n, cap, bytes, 10);
     n = put_str(line, n, cap, " bytes)");
   }
   line[n++] = '\n';
-  ssize_t r = write(STDERR_FILENO, line, n);
+  ssize_t r = write(report_fd, line, n);
   (void)r;
   abort();
+}
+
+void hak_fatal(const char *what, const void *ptr, int cls) {
+  if (cls < 0) report_and_abort(what, ptr, NULL, -1, 0);
+  report_and_abort(what, ptr, " (size class ", cls, hak_class_size((unsigned)cls));
+}
+
+void hak_fatal_large(const char *what, const void *ptr, size_t bytes) {
+  report_and_abort(what, ptr, " (large block of ", -1, bytes);
 }

@@ -187,6 +187,10 @@ const char *hak_option_value_name(enum hak_option option, long value);
 void hak_init(void);
 /* Print one line "hakmem: <what> <ptr> (size class N: B bytes)" to stderr and abort. cls < 0: no class. */
 __attribute__((noreturn, cold)) void hak_fatal(const char *what, const void *ptr, int cls);
+/* The same for a block of the large tier: "... (large block of N bytes)". */
+__attribute__((noreturn, cold)) void hak_fatal_large(const char *what, const void *ptr, size_t bytes);
+/* File descriptor for reports to stderr (a duplicate that survives the program closing fd 2). */
+int hak_report_fd(void);
 /* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
 void hak_warn_raw(const char *line, size_t len);
 
@@ -258,7 +262,11 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
 /* ---- Hardened-mode block helpers ------------------------------------------------------------------ */
 static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
 #if HAK_SECURE
-  return (hak_block *)((uintptr_t)b->next ^ page->key ^ (uintptr_t)b);
+  uintptr_t next = (uintptr_t)b->next ^ page->key ^ (uintptr_t)b, off = next - (uintptr_t)page->start;
+  if (next != 0 && (next < (uintptr_t)page->start || off >= (uintptr_t)page->capacity * page->block_size ||
+                    off % page->block_size != 0))
+    hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
+  return (hak_block *)next;
 #else
   (void)page;
   return b->next;

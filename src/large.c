@@ -78,8 +78,7 @@ static hak_large *map_new(size_t need, size_t map_align) {
   bool huge = hak_opts.value[HAK_OPT_HUGE_PAGES] != 0 && need >= HUGE_PAGE;
   hak_large *h = hak_os_map(need, map_align, huge);
   if (h == NULL) { /* address space may be held by caches: give it back and try once more */
-    hak_large_collect(true);
-    hak_segment_cache_collect(true);
+    hak_heaps_collect(true);
     h = hak_os_map(need, map_align, huge);
     if (h == NULL) return NULL;
   }
@@ -135,7 +134,7 @@ size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->u
 void hak_large_free(hak_large *h, void *p) {
   if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
     hak_fatal("free of a pointer that is not an allocated block:", p, -1);
-  if (unlikely(h->cached)) hak_fatal("double free detected of", p, -1);
+  if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
   atomic_fetch_add_explicit(&large.frees, 1, memory_order_relaxed);
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;

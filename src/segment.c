@@ -142,7 +142,15 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls) {
   }
   pthread_mutex_unlock(&segs.lock);
   if (seg == NULL) seg = segment_map();
-  if (seg == NULL) return NULL;
+  if (seg == NULL) { /* out of memory or address space: give back everything free, then retry once */
+    hak_heaps_collect(true);
+    for (seg = heap->segments; seg != NULL; seg = seg->next) {
+      int at = find_run(seg->free_slices, n);
+      if (at >= 0) return take_page(heap, seg, (unsigned)at, n, cls);
+    }
+    seg = segment_map();
+    if (seg == NULL) return NULL;
+  }
   own(heap, seg);
   return take_page(heap, seg, 1, n, cls);
 }

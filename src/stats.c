@@ -111,7 +111,7 @@ HAK_API void hak_stats_print(FILE *out) {
                   mib(s.peak_rss_bytes));
   if (n > (int)sizeof buf - 1) n = (int)sizeof buf - 1;
   if (out == NULL) {
-    ssize_t r = write(STDERR_FILENO, buf, (size_t)n);
+    ssize_t r = write(hak_report_fd(), buf, (size_t)n);
     (void)r;
   } else {
     fwrite(buf, 1, (size_t)n, out);

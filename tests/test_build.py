@@ -163,13 +163,18 @@ def test_launcher_exit_status(launcher):
     assert proc.returncode == 7, "the launcher does not pass on the program's exit status" + describe(proc)
 
 
-@pytest.mark.parametrize("args", [[], ["bogus"], ["run"], ["run", "--"], ["run", "--no-such-flag", "--", "/bin/true"],
-                                  ["run", "--profile", "nosuch", "--", "/bin/true"]],
+@pytest.mark.parametrize("args", [[], ["bogus"], ["run"], ["run", "--"], ["run", "--no-such-flag", "--", "/bin/true"]],
                          ids=lambda a: " ".join(a) or "no-arguments")
 def test_launcher_bad_usage(launcher, args):
     proc = launch(launcher, *args)
     assert proc.returncode != 0, "bad usage accepted" + describe(proc)
     assert "usage" in (proc.stdout + proc.stderr).lower(), "no usage message" + describe(proc)
+
+
+def test_launcher_unknown_profile(launcher):
+    proc = launch(launcher, "run", "--profile", "nosuch", "--", "/bin/true")
+    assert proc.returncode != 0, "an unknown profile was accepted" + describe(proc)
+    assert "nosuch" in proc.stderr, "the error does not name the bad profile" + describe(proc)
 
 
 def test_installed_launcher_uses_installed_library(installed):

@@ -124,8 +124,35 @@ fn summarize(mut lat: Vec<u64>, elapsed: Duration) -> (Summary, Vec<u64>) {
     (s, lat)
 }
 
-fn warmup(n: usize) -> usize {
-    (n / 20).max(100).min(n / 2)
+/// Latency samples of one paging-mode run; the first `warm` samples are discarded, and the run's
+/// duration counts from the end of the warm-up.
+struct Recorder {
+    lat: Vec<u64>,
+    warm: usize,
+    kept_from: Instant,
+}
+
+impl Recorder {
+    fn new(max_ops: usize) -> Self {
+        let warm = (max_ops.min(100_000) / 20).max(100).min(max_ops / 2);
+        Recorder { lat: Vec::with_capacity(max_ops.min(1 << 20)), warm, kept_from: Instant::now() }
+    }
+
+    fn push(&mut self, ns: u64) {
+        if self.warm == 0 {
+            self.lat.push(ns);
+            return;
+        }
+        self.warm -= 1;
+        if self.warm == 0 {
+            self.kept_from = Instant::now();
+        }
+    }
+
+    fn finish(self) -> (Summary, Vec<u64>) {
+        let elapsed = self.kept_from.elapsed();
+        summarize(self.lat, elapsed)
+    }
 }
 
 /// Points (latency ns, fraction of samples above it) of the complementary CDF, log-spaced in the tail.
@@ -378,31 +405,31 @@ fn paging(o: &Opts) {
     let max_ops = o.ops.unwrap_or(1_000_000);
     let budget = Duration::from_secs_f64(o.seconds);
     let mut rng = Rng(0x9E37_79B9_7F4A_7C15);
-    let mut lat = Vec::with_capacity(max_ops.min(1 << 20));
+    let mut rec = Recorder::new(max_ops);
     let mut wrong = 0usize;
     let start = Instant::now();
-    let mut kept_from = start;
-    while lat.len() < max_ops && start.elapsed() < budget {
+    for _ in 0..max_ops {
+        if start.elapsed() >= budget {
+            break;
+        }
         let r = rng.below(nregions);
         let off = rng.below(pages) * PAGE;
         let t = Instant::now();
         // SAFETY: `off` lies inside region `r`, which is alive in `pool`.
         let v = unsafe { ptr::read_volatile(pool[r].0.add(off)) };
-        lat.push(t.elapsed().as_nanos() as u64);
+        rec.push(t.elapsed().as_nanos() as u64);
         wrong += usize::from(v != (r % 251) as u8);
-        if lat.len() == warmup(max_ops.min(100_000)) {
-            lat.clear();
-            kept_from = Instant::now();
-        }
     }
-    let (reads, sorted) = summarize(lat, kept_from.elapsed());
+    let (reads, sorted) = rec.finish();
     let read_ccdf = ccdf(&sorted);
     assert_eq!(wrong, 0, "random reads returned wrong data");
 
-    let mut lat = Vec::with_capacity(max_ops.min(1 << 20));
+    let mut rec = Recorder::new(max_ops);
     let start = Instant::now();
-    let mut kept_from = start;
-    while lat.len() < max_ops && start.elapsed() < budget {
+    for _ in 0..max_ops {
+        if start.elapsed() >= budget {
+            break;
+        }
         let r = rng.below(nregions);
         let t = Instant::now();
         let (p, _, h) = {
@@ -411,14 +438,10 @@ fn paging(o: &Opts) {
         };
         // SAFETY: the first page of a live region.
         unsafe { ptr::write_volatile(p.as_ptr(), 1) };
-        lat.push(t.elapsed().as_nanos() as u64);
+        rec.push(t.elapsed().as_nanos() as u64);
         pool.push((p.as_ptr(), h));
-        if lat.len() == warmup(max_ops.min(100_000)) {
-            lat.clear();
-            kept_from = Instant::now();
-        }
     }
-    let (realloc, _) = summarize(lat, kept_from.elapsed());
+    let (realloc, _) = rec.finish();
     println!("{:<22} {:>12} {:>10} {:>10} {:>10} {:>10}", "", "ops/s", "p50", "p99", "p99.9", "max");
     for (name, s) in [("random_read", &reads), ("realloc+touch", &realloc)] {
         println!("{:<22} {:>12.0} {:>10} {:>10} {:>10} {:>10}", name, s.ops_per_s, fmt_ns(s.p50), fmt_ns(s.p99),
@@ -484,7 +507,7 @@ fn sweep_run(o: &Opts, h: &Handle, npages: usize, strategy: Strategy, seed: u64)
                 let mut next = 0;
                 while !done.load(Ordering::Relaxed) && next < seq.len() {
                     if next >= pos.load(Ordering::Relaxed) + o.ahead {
-                        std::hint::spin_loop();
+                        thread::yield_now();
                         continue;
                     }
                     let page = seq[next] as usize * PAGE;
@@ -493,9 +516,8 @@ fn sweep_run(o: &Opts, h: &Handle, npages: usize, strategy: Strategy, seed: u64)
                 }
             });
         }
-        let mut lat = Vec::with_capacity(seq.len().min(1 << 20));
+        let mut rec = Recorder::new(seq.len());
         let start = Instant::now();
-        let mut kept_from = start;
         let mut i = 0;
         while i < seq.len() && start.elapsed() < budget {
             let t = Instant::now();
@@ -510,17 +532,13 @@ fn sweep_run(o: &Opts, h: &Handle, npages: usize, strategy: Strategy, seed: u64)
             let page = seq[i] as usize;
             // SAFETY: `page` < npages, inside the live region.
             let v = unsafe { ptr::read_volatile(base.add(page * PAGE)) };
-            lat.push(t.elapsed().as_nanos() as u64);
+            rec.push(t.elapsed().as_nanos() as u64);
             wrong += usize::from(v != (page % 251) as u8);
             i += 1;
             pos.store(i, Ordering::Relaxed);
-            if lat.len() == warmup(max_ops.min(100_000)) {
-                lat.clear();
-                kept_from = Instant::now();
-            }
         }
         done.store(true, Ordering::Relaxed);
-        summarize(lat, kept_from.elapsed())
+        rec.finish()
     });
     // SAFETY: as above.
     unsafe { libc::madvise(base as *mut libc::c_void, npages * PAGE, libc::MADV_NORMAL) };

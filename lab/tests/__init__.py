@@ -1,0 +1,1 @@
+"""Tests of the hakmem lab (run by `make test` through pytest)."""

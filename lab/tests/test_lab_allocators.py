@@ -1,0 +1,128 @@
+"""Allocator discovery, selection, and the check that each run used the intended allocator — including a
+deliberately wrong preload."""
+
+import os
+
+import pytest
+
+from lab import allocators as al
+from lab import runner
+from lab import workloads as wl
+
+
+def _touch(path):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_bytes(b"")
+    return path
+
+
+def test_discover_names_the_missing_peers_with_their_install_command(tmp_path):
+    libs = tmp_path / "lib"
+    _touch(libs / "libjemalloc.so.2")
+    d = al.discover(tmp_path, lib_dirs=(str(libs),))
+    assert d.names() == ["glibc", "jemalloc"]
+    assert {a.name: a.path for a in d.found}["jemalloc"] == str(libs / "libjemalloc.so.2")
+    reasons = {m.name: m.reason for m in d.missing}
+    assert "apt-get install libmimalloc2.0" in reasons["mimalloc"]
+    assert "apt-get install libtcmalloc-minimal4" in reasons["tcmalloc"]
+    assert "make lib" in reasons["hakmem"]
+
+
+def test_discover_finds_our_build(tmp_path):
+    _touch(tmp_path / "build" / "libhakmem.so")
+    _touch(tmp_path / "build" / "libhakmem-secure.so")
+    d = al.discover(tmp_path, lib_dirs=())
+    assert d.names()[:3] == ["hakmem", "hakmem-secure", "glibc"]
+    assert al.select(d, None) == [a for a in d.found if a.name != "hakmem-secure"], "secure is opt-in"
+    assert [a.name for a in al.select(d, ["hakmem-secure", "glibc"])] == ["hakmem-secure", "glibc"]
+
+
+def test_select_errors_say_what_to_do(tmp_path):
+    d = al.discover(tmp_path, lib_dirs=())
+    with pytest.raises(al.AllocatorError, match="apt-get install libjemalloc2"):
+        al.select(d, ["jemalloc"])
+    with pytest.raises(al.AllocatorError, match="unknown allocator 'nope'"):
+        al.select(d, ["nope"])
+
+
+def test_alloc_spec(tmp_path):
+    lib = _touch(tmp_path / "libx.so")
+    a = al.parse_alloc_spec(f"mine={lib}")
+    assert (a.name, a.path) == ("mine", str(lib))
+    d = al.discover(tmp_path, lib_dirs=(), extra=(f"mine={lib}",))
+    assert [x.name for x in al.select(d, ["glibc"], (f"mine={lib}",))] == ["glibc", "mine"]
+    for bad in ("mine", f"={lib}", "mine=", f"glibc={lib}", "bad name=/x", f"mine={tmp_path}/absent.so"):
+        with pytest.raises(al.AllocatorError):
+            al.parse_alloc_spec(bad)
+
+
+def test_matches_follows_symlinks(tmp_path):
+    real = _touch(tmp_path / "libreal.so.1")
+    link = tmp_path / "libreal.so"
+    os.symlink(real, link)
+    a = al.Allocator("x", str(link))
+    assert a.matches(str(real))
+    assert not a.matches("/lib/x86_64-linux-gnu/libc.so.6")
+    assert not a.matches(None)
+    g = al.Allocator("glibc", None)
+    assert g.matches("/lib/x86_64-linux-gnu/libc.so.6")
+    assert g.matches("/lib/libc-2.31.so")
+    assert not g.matches(str(real))
+    assert not g.matches("unknown")
+
+
+def test_verify_raises_with_both_names():
+    with pytest.raises(al.AllocatorMismatch, match="meant for jemalloc.*got malloc from /lib/x86_64-linux-gnu/libc.so.6"):
+        al.verify(al.Allocator("jemalloc", "/usr/lib/libjemalloc.so.2"), "/lib/x86_64-linux-gnu/libc.so.6", "cmd")
+
+
+def _spec(a, **kw):
+    w = wl.get("random_mixed")
+    return runner.Spec(w, a, w.args("tiny"), **kw)
+
+
+def test_real_runs_pass_the_check(bench_built, root, glibc, peers):
+    for a in [glibc, *peers]:
+        r = runner.run(_spec(a), root, timeout=60)
+        assert r.ok, r.error
+        assert a.matches(r.allocator_check)
+        assert r.results["ops"] == 200 * 1024
+
+
+def test_hakmem_run_passes_the_check_and_prints_its_stats(bench_built, root, hakmem):
+    r = runner.run(_spec(hakmem, env={"HAKMEM_STATS": "1"}), root, timeout=60)
+    assert r.ok, r.error
+    assert os.path.realpath(r.allocator_check) == os.path.realpath(hakmem.path)
+    assert "hakmem stats:" in r.stderr_tail
+
+
+def test_a_preload_without_malloc_is_detected(bench_built, root, not_an_allocator):
+    fake = al.Allocator("fake", not_an_allocator)
+    with pytest.raises(al.AllocatorMismatch, match="meant for fake"):
+        runner.run(_spec(fake), root, timeout=60)
+
+
+def test_a_missing_preload_file_is_detected(bench_built, root, tmp_path):
+    ghost = al.Allocator("ghost", str(tmp_path / "libghost.so"))
+    with pytest.raises(al.AllocatorMismatch, match="libc"):
+        runner.run(_spec(ghost), root, timeout=60)
+
+
+def test_a_preload_overridden_by_the_environment_is_detected(bench_built, root, glibc, peers):
+    if not peers:
+        pytest.skip("no Debian peer allocator installed (apt-get install libjemalloc2)")
+    other = peers[0]
+    with pytest.raises(al.AllocatorMismatch, match=f"got malloc from {other.path}"):
+        runner.run(_spec(glibc, env={"LD_PRELOAD": other.path}), root, timeout=60)
+
+
+def test_strace_pass_is_checked_and_counts_calls(bench_built, root, glibc, not_an_allocator):
+    if runner.strace_path() is None:
+        pytest.skip("strace not installed")
+    res = runner.count_syscalls(_spec(glibc), root, timeout=60)
+    assert isinstance(res, runner.SyscallCount), res
+    assert res.ops == 200 * 1024
+    assert res.calls["mmap"] > 0 and res.calls["brk"] > 0
+    assert res.per_op() == res.total / res.ops
+    with pytest.raises(al.AllocatorMismatch):
+        runner.count_syscalls(_spec(al.Allocator("fake", not_an_allocator)), root, timeout=60)

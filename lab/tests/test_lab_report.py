@@ -1,0 +1,92 @@
+"""Report writing: number formats, markdown tables, report.md/data.json, and the ranking logic of
+compare applied to hand-made runs."""
+
+import json
+
+from lab import compare, report
+from lab import workloads as wl
+from lab.runner import Run, SyscallCount
+
+
+def test_number_formats():
+    assert report.fmt_num(None) == ""
+    assert report.fmt_num(0.5) == "0.5"
+    assert report.fmt_num(1234) == "1,234"
+    assert report.fmt_num(12345678) == "12.3M"
+    assert report.fmt_num(2.5e9) == "2.5G"
+    assert report.fmt_int(1234.6) == "1,235"
+    assert report.fmt_kib(2048) == "2.0 MiB"
+    assert report.fmt_pct(1.94) == "+1.9%"
+    assert report.fmt_pct(-3.0) == "-3.0%"
+    assert report.fmt_ratio(1.0) == "-"
+    assert report.fmt_ratio(1.25) == "+25.0%"
+
+
+def test_markdown_table():
+    text = report.table(["Rank", "Allocator", "ops/s"], [[1, "a|b", "5"]])
+    lines = text.splitlines()
+    assert lines[0] == "| Rank | Allocator | ops/s |"
+    assert lines[1] == "|---|---|---:|"
+    assert lines[2] == "| 1 | a\\|b | 5 |"
+
+
+def test_text_table_aligns_columns():
+    text = report.text_table(["Rank", "Allocator", "ops/s"], [[1, "glibc", "5"], [2, "x", "12345"]])
+    lines = text.splitlines()
+    assert len({len(line) for line in lines}) == 1
+    assert lines[2].endswith("    5")
+
+
+def test_write_creates_report_and_data(tmp_path):
+    path = report.write(tmp_path / "out", "hakmem lab — test", "complete", ["## A\n\nbody", ""], {"x": [1, 2]})
+    text = path.read_text()
+    assert text.startswith("# hakmem lab — test\n\n**Status:** complete\n\n## A\n\nbody")
+    assert json.loads((tmp_path / "out" / "data.json").read_text()) == {"x": [1, 2]}
+
+
+def _run(workload, allocator, metric, value, ok=True, **results):
+    r = Run(workload, allocator, "cmd", None, {}, wall_s=1.0, user_s=0.9, sys_s=0.1, maxrss_kb=1000, minflt=10)
+    r.results = {"ops": 1000, metric: value, **results}
+    if not ok:
+        r.error = "killed by signal 11"
+    return r
+
+
+def test_summarize_ranks_by_median_and_puts_failures_last():
+    w = wl.get("random_mixed")
+    m = compare.Measurements()
+    m.timed[("random_mixed", "slow")] = [_run("random_mixed", "slow", "ops_per_sec", v) for v in (50, 80, 60)]
+    m.timed[("random_mixed", "fast")] = [_run("random_mixed", "fast", "ops_per_sec", v) for v in (100, 90, 200)]
+    m.timed[("random_mixed", "broken")] = [_run("random_mixed", "broken", "ops_per_sec", 1, ok=False)]
+    m.syscalls[("random_mixed", "fast")] = SyscallCount({"mmap": 10, "munmap": 10}, 1000, "strace ...")
+    rows = compare.summarize(w, ["slow", "fast", "broken"], m)
+    assert [r["allocator"] for r in rows] == ["fast", "slow", "broken"]
+    fast, slow, broken = rows
+    assert fast["metric"] == 100 and (fast["min"], fast["max"]) == (90, 200)
+    assert fast["ratio"] == 1.0
+    assert slow["ratio"] == 100 / 60
+    assert fast["syscalls_per_op"] == 0.02
+    assert "syscalls_per_op" not in slow
+    assert broken["failed"]
+    table = compare.workload_table(w, rows)
+    assert "| 1 | fast | 100 |" in table
+    assert "| - | broken | FAILED |" in table
+
+
+def test_summarize_lower_is_better_and_sizes():
+    w = wl.get("pair")
+    m = compare.Measurements()
+    m.timed[("pair", "a")] = [_run("pair", "a", "ns_per_op", 8.0, ns_per_op_16=7.0, ns_per_op_64=9.0)]
+    m.timed[("pair", "b")] = [_run("pair", "b", "ns_per_op", 4.0, ns_per_op_16=3.0, ns_per_op_64=5.0)]
+    m.timed[("floor", "a")] = [_run("floor", "a", "ns_per_op", 1.0)]
+    m.timed[("floor", "b")] = [_run("floor", "b", "ns_per_op", 1.0)]
+    tables = {"pair": compare.summarize(w, ["a", "b"], m),
+              "floor": compare.summarize(wl.get("floor"), ["a", "b"], m)}
+    assert [r["allocator"] for r in tables["pair"]] == ["b", "a"]
+    assert tables["pair"][1]["ratio"] == 2.0
+    assert tables["pair"][0]["sized"] == {16: 3.0, 64: 5.0}
+    floor, rows = compare.floor_rows(tables)
+    assert floor == 1.0
+    assert rows[0]["sizes"][16] == (3.0, 3.0)
+    g = compare.geomeans({"pair": tables["pair"]})
+    assert [(r["allocator"], r["geomean"]) for r in g] == [("b", 1.0), ("a", 2.0)]
