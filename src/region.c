@@ -53,10 +53,11 @@ struct slot {
   bool purged; /* pages given back since the last allocation (committed accounting) */
 };
 
+/* base, cls and nregions are atomic because a stale handle may be checked against a recycled area. */
 struct area {
-  uint8_t *base;
+  _Atomic(uint8_t *) base;
   size_t bytes;
-  uint32_t cls, nregions;
+  _Atomic uint32_t cls, nregions;
   uint32_t pool_clean;   /* regions on the class's clean list (class lock) */
   struct area *next_free; /* recycled area structs */
   struct slot slots[AREA_MAX_REGIONS];

@@ -1,0 +1,167 @@
+"""The sub-commands end to end on tiny runs: files written, tables filled, allocator mismatch fatal,
+Ctrl-C leaving a partial report."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from lab import plots
+from lab.cli import build_parser
+from lab.tests.conftest import run_lab
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def _allocs(glibc, peers):
+    return ",".join([glibc.name] + [p.name for p in peers[:1]])
+
+
+def _is_png(path):
+    return path.read_bytes()[:8] == PNG_MAGIC
+
+
+def test_parser_knows_every_subcommand():
+    p = build_parser()
+    for cmd in ("compare", "quick", "scaling", "ab", "soak", "latency", "list"):
+        extra = ["--env", "X", "--values", "1"] if cmd == "ab" else []
+        assert p.parse_args([cmd, *extra]).command == cmd
+
+
+def test_list_shows_allocators_and_workloads(root):
+    out = run_lab(root, "list")
+    assert out.returncode == 0
+    assert "glibc" in out.stdout and "realistic" in out.stdout and "floor" in out.stdout
+
+
+def test_quick_writes_report_data_and_plots(bench_built, root, tmp_path, glibc, peers):
+    out_dir = tmp_path / "quick"
+    allocs = _allocs(glibc, peers)
+    res = run_lab(root, "quick", "--size", "tiny", "--reps", "2", "--allocs", allocs, "--workloads",
+                  "random_mixed,vm,floor,pair", "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    assert "summary: geometric mean ratio to best" in res.stdout
+    assert "floor:" in res.stdout
+    text = (out_dir / "report.md").read_text()
+    for needle in ("**Status:** complete", "## Summary", "### random_mixed", "### vm", "## Floor", "## Machine",
+                   "## Allocators", "## Commands", "kernel", "glibc", "build/bench/random_mixed"):
+        assert needle in text, needle
+    assert "### floor" not in text, "the floor is not an allocator ranking"
+    data = json.loads((out_dir / "data.json").read_text())
+    n_alloc = len(allocs.split(","))
+    assert len(data["runs"]) == 4 * n_alloc * (2 + 1), "reps plus one latency pass per pair"
+    assert all(r["error"] is None for r in data["runs"])
+    assert data["machine"]["cores"] == os.cpu_count()
+    assert {r["allocator"] for r in data["summary"]["geomean"]} == set(allocs.split(","))
+    if peers:
+        assert f"LD_PRELOAD={peers[0].path}" in text
+    if plots.available():
+        assert _is_png(out_dir / "workloads.png") and _is_png(out_dir / "geomean.png")
+
+
+def test_compare_fills_syscall_column_from_strace(bench_built, root, tmp_path, glibc):
+    if not os.path.exists("/usr/bin/strace") and subprocess.run(["which", "strace"]).returncode:
+        pytest.skip("strace not installed")
+    out_dir = tmp_path / "cmp"
+    res = run_lab(root, "compare", "--size", "tiny", "--reps", "1", "--allocs", "glibc", "--workloads",
+                  "big", "--no-latency", "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    summary = json.loads((out_dir / "data.json").read_text())["summary"]
+    row = summary["tables"]["big"][0]
+    assert row["syscalls"]["mmap"] > 0 and row["syscalls_per_op"] > 0
+    assert "## System calls" in (out_dir / "report.md").read_text()
+    assert "strace -f -c" in (out_dir / "report.md").read_text()
+
+
+def test_mismatched_allocator_aborts_loudly(bench_built, root, tmp_path, not_an_allocator):
+    out_dir = tmp_path / "bad"
+    res = run_lab(root, "quick", "--size", "tiny", "--reps", "1", "--alloc", f"fake={not_an_allocator}",
+                  "--allocs", "fake", "--workloads", "random_mixed", "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 3
+    assert "allocator mismatch" in res.stderr and "meant for fake" in res.stderr
+    assert "**Status:** ABORTED" in (out_dir / "report.md").read_text()
+
+
+def test_missing_named_allocator_is_a_usage_error(root, tmp_path):
+    res = run_lab(root, "quick", "--allocs", "nosuch", "--out", str(tmp_path / "x"))
+    assert res.returncode != 0 and "unknown allocator 'nosuch'" in res.stderr
+
+
+def test_scaling_reports_degradation(bench_built, root, tmp_path, glibc):
+    out_dir = tmp_path / "scaling"
+    res = run_lab(root, "scaling", "--size", "tiny", "--reps", "1", "--allocs", "glibc", "--workloads",
+                  "larson,mid_large_mt", "--threads", "1,2", "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    text = (out_dir / "report.md").read_text()
+    assert "| Allocator | 1 thr | 2 thr |" in text and "| Allocator | 1->2 |" in text
+    deg = json.loads((out_dir / "data.json").read_text())["summary"]["results"]["larson/glibc"]["degradation"]
+    assert deg["1->2"] > 0
+    if plots.available():
+        assert _is_png(out_dir / "scaling.png")
+
+
+def test_ab_over_glibc_tunables(bench_built, root, tmp_path):
+    out_dir = tmp_path / "ab"
+    res = run_lab(root, "ab", "--allocs", "glibc", "--env", "GLIBC_TUNABLES", "--values",
+                  "default,glibc.malloc.tcache_count=0", "--sizes", "64,512", "--size", "tiny", "--reps", "1",
+                  "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    text = (out_dir / "report.md").read_text()
+    assert "| default (baseline) |" in text and "| glibc.malloc.tcache_count=0 |" in text
+    assert "### 64 B" in text and "### 512 B" in text
+    assert "GLIBC_TUNABLES=glibc.malloc.tcache_count=0" in text
+    assert "env -u GLIBC_TUNABLES" in text
+    results = json.loads((out_dir / "data.json").read_text())["summary"]["results"]
+    assert results["64 B/default"]["delta_pct"] == 0.0
+    assert set(results) == {"64 B/default", "64 B/glibc.malloc.tcache_count=0", "512 B/default",
+                            "512 B/glibc.malloc.tcache_count=0"}
+
+
+def test_soak_samples_rss_and_throughput(bench_built, root, tmp_path):
+    out_dir = tmp_path / "soak"
+    res = run_lab(root, "soak", "--allocs", "glibc", "--minutes", "0.05", "--interval", "0.5", "--no-strace",
+                  "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    figures = json.loads((out_dir / "data.json").read_text())["summary"]["figures"]["glibc"]
+    assert figures["samples"] >= 4 and figures["rss_samples"] >= 4
+    assert figures["rss_peak_kb"] >= figures["rss_last_kb"] > 0
+    assert figures["tput_mean"] > 0 and figures["tput_cv_pct"] >= 0
+    assert "RSS drift" in (out_dir / "report.md").read_text()
+    if plots.available():
+        assert _is_png(out_dir / "soak.png")
+
+
+def test_latency_ccdf(bench_built, root, tmp_path):
+    out_dir = tmp_path / "lat"
+    res = run_lab(root, "latency", "--allocs", "glibc", "--workloads", "random_mixed,vm", "--size", "tiny",
+                  "--out", str(out_dir), "--no-progress")
+    assert res.returncode == 0, res.stderr
+    results = json.loads((out_dir / "data.json").read_text())["summary"]["results"]
+    rm = results["random_mixed/glibc"]
+    assert rm["count"] == 200 * 1024
+    assert rm["p50"] <= rm["p90"] <= rm["p99"] <= rm["p99.9"] <= rm["max"]
+    assert "| Allocator | operations | p50 | p90 | p99 | p99.9 | max |" in (out_dir / "report.md").read_text()
+    if plots.available():
+        assert _is_png(out_dir / "latency-ccdf.png")
+
+
+def test_ctrl_c_keeps_a_partial_report(bench_built, root, tmp_path):
+    out_dir = tmp_path / "partial"
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "compare", "--size", "quick", "--reps", "50", "--allocs",
+                             "glibc", "--workloads", "random_mixed", "--no-progress", "--out", str(out_dir)],
+                            cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    time.sleep(3.0)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 130, err
+    text = (out_dir / "report.md").read_text()
+    assert "**Status:** PARTIAL" in text
+    runs = json.loads((out_dir / "data.json").read_text())["runs"]
+    assert 1 <= len(runs) < 50
+    assert "### random_mixed" in text
