@@ -80,7 +80,7 @@ def run_ab(args: argparse.Namespace) -> int:
             sc = sysc.get(key)
             if isinstance(sc, SyscallCount):
                 med[key].update(syscalls=sc.calls, syscalls_total=sc.total, syscalls_per_op=sc.per_op())
-    for (size, v), m in med.items():
+    for (size, _), m in med.items():
         base = med.get((size, baseline))
         m["delta_pct"] = speedup(m["metric"], base["metric"], w.higher_is_better) if base else None
 

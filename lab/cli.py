@@ -1,13 +1,14 @@
 """cli.py — the `hakmem-lab` command (also `python3 -m lab`): parses the sub-command and runs it.
-Sub-commands: compare, quick, scaling, ab, soak, latency, list. Exit status: 0 success, 1 some runs failed,
-2 bad usage, 3 a run used the wrong allocator, 130 interrupted (a partial report is still written)."""
+Sub-commands: compare, quick, scaling, ab, soak, latency, paging (lab/paging.py), list.
+Exit status: 0 success, 1 some runs failed, 2 bad usage, 3 a run used the wrong allocator, 130 interrupted
+(a partial report is still written)."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 
-from lab import __version__, ab, compare, latency, scaling, soak
+from lab import __version__, ab, compare, latency, paging, scaling, soak
 from lab import workloads as wl
 from lab.allocators import AllocatorError, discover
 from lab.session import find_root
@@ -40,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     ab.add_parser(sub)
     soak.add_parser(sub)
     latency.add_parser(sub)
+    paging.add_parser(sub)
     ls = sub.add_parser("list", help="the allocators found and the workloads")
     ls.add_argument("--root")
     ls.add_argument("--alloc", action="append", default=[], metavar="NAME=PATH")

@@ -250,7 +250,8 @@ def run_quick(args: argparse.Namespace) -> int:
     if f is not None:
         print(f"\nfloor: {f:.2f} ns per pop+push; pair ns/op (x floor):")
         for r in frows:
-            print(f"  {r['allocator']:<14}" + "  ".join(f"{sz}B {ns:.2f} ({x:.1f}x)" for sz, (ns, x) in r["sizes"].items()))
+            cells = (f"{sz}B {ns:.2f} ({x:.1f}x)" for sz, (ns, x) in r["sizes"].items())
+            print(f"  {r['allocator']:<14}" + "  ".join(cells))
     if g:
         print("\nsummary: geometric mean ratio to best (1.000 = best everywhere)")
         print(geomean_table(g, markdown=False))

@@ -40,6 +40,8 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="RAM limits as fractions 1:N of the working set (default 1,2,4,8,16)")
     p.add_argument("--paging-ratio", type=int, default=4,
                    help="limit of the paging run as 1:N of the working set (default 4); 0 skips it")
+    p.add_argument("--allowance-mib", type=int, default=32,
+                   help="added to each sweep limit for the bench's own memory (default 32)")
     p.add_argument("--seconds", type=float, default=3.0, help="time bound of one strategy run (default 3)")
     p.add_argument("--ops", type=int, default=500_000, help="most reads of one strategy run (default 500000)")
     p.add_argument("--ahead", type=int, default=32, help="pages the prefetch thread runs ahead (default 32)")
@@ -297,7 +299,9 @@ def write_report(out_dir: Path, args: argparse.Namespace, res: Resources | None,
     out_dir.mkdir(parents=True, exist_ok=True)
     images = draw(out_dir, sweep, paging)
     m = machine.describe()
-    params = [("working set", f"{args.total_mib} MiB in one region"), ("ratios", args.ratios),
+    params = [("working set", f"{args.total_mib} MiB in one region"),
+              ("RAM limits", f"working set / N + {args.allowance_mib} MiB for the bench's own memory, "
+                             f"N in {args.ratios}"),
               ("paging run limit", f"1:{args.paging_ratio}" if args.paging_ratio else "skipped"),
               ("strategy run", f"at most {args.seconds} s or {args.ops} reads, warm-up 5% discarded"),
               ("prefetch thread / batch", f"{args.ahead} pages ahead / {args.batch} reads"),
@@ -354,7 +358,7 @@ def run_paging(args: argparse.Namespace) -> int:
         res.setup()
         common = ["--seconds", str(args.seconds), "--ops", str(args.ops)] + (["--huge"] if args.huge else [])
         for r in ratios:
-            limit_mib = max(8, args.total_mib // r)
+            limit_mib = max(8, args.total_mib // r) + args.allowance_mib
             print(f"ratio 1:{r}: RAM limit {limit_mib} MiB, working set {args.total_mib} MiB", flush=True)
             res.set_limit(limit_mib << 20)
             result = run_bench(res, bench, ["--ratio-sweep", "--total-mib", str(args.total_mib), "--ahead",

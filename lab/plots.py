@@ -56,7 +56,7 @@ def _grid(plt, n: int, width: float = 5.0, height: float = 3.6):
 
 def _save(plt, fig, path: Path, title: str) -> Path:
     fig.suptitle(title)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0, 1, 0.96))
     fig.savefig(path, dpi=90)
     plt.close(fig)
     return path

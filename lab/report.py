@@ -89,7 +89,8 @@ def allocators_section(allocators: Sequence, missing: Sequence, versions: dict[s
 
 
 def commands_section(lab_command: str, commands: Sequence[str], notes: Sequence[str] = ()) -> str:
-    text = "## Commands\n\nThis report: `" + lab_command + "`\n\nEach measured process (repeated as the report says):\n\n"
+    text = (f"## Commands\n\nThis report: `{lab_command}`\n\n"
+            "Each measured process (repeated as the report says):\n\n")
     text += "```sh\n" + "\n".join(commands) + "\n```"
     if notes:
         text += "\n\n" + "\n".join(f"- {n}" for n in notes)

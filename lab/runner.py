@@ -161,7 +161,7 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
         proc.returncode = result.returncode = os.waitstatus_to_exitcode(status)
         proc.stdout.close()
         err.seek(0)
-        result.stderr_tail = err.read()[-2000:]
+        result.stderr_tail = err.read()[-8000:]
     result.user_s, result.sys_s = usage.ru_utime, usage.ru_stime
     result.rusage_maxrss_kb, result.minflt, result.majflt = usage.ru_maxrss, usage.ru_minflt, usage.ru_majflt
     try:

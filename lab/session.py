@@ -123,8 +123,10 @@ class Session:
         res = runner.count_syscalls(spec, self.root, timeout=self.args.timeout)
         if isinstance(res, runner.SyscallCount):
             self._log(res.command)
-        elif res not in self.notes:
+        elif "system calls: " + res not in self.notes:
             self.notes.append("system calls: " + res)
+            msg = f"hakmem-lab: no system-call counts: {res}"
+            (self.bar.write if self.bar else print)(msg)
         if self.bar:
             self.bar.advance(advance)
         return res
@@ -136,7 +138,8 @@ class Session:
         try:
             yield
         except KeyboardInterrupt:
-            self.status = f"PARTIAL — interrupted (Ctrl-C) after {len(self.runs)} timed runs; the figures below use what finished"
+            self.status = (f"PARTIAL — interrupted (Ctrl-C) after {len(self.runs)} timed runs; "
+                           "the figures below use what finished")
             self.exit_code = EXIT_INTERRUPTED
         except al.AllocatorMismatch as e:
             self.status = f"ABORTED — {e}"

@@ -27,6 +27,20 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(func=run_soak)
 
 
+class _Follower:
+    """Moves the progress bar (in seconds) as the workload's PROGRESS lines arrive."""
+
+    def __init__(self, s: Session):
+        self.session = s
+        self.seen = 0.0
+
+    def __call__(self, line: str) -> None:
+        if line.startswith("PROGRESS ") and self.session.bar:
+            now = float(line.split()[1].partition("=")[2])
+            self.session.bar.advance(now - self.seen)
+            self.seen = now
+
+
 def soak_figures(run: Run, window: int = 5) -> dict:
     """Drift, variation and RSS figures of one soak run (empty when it produced no samples)."""
     tput = [float(p["ops_per_sec"]) for p in run.progress if "ops_per_sec" in p]
@@ -61,18 +75,11 @@ def run_soak(args: argparse.Namespace) -> int:
     s.start_progress(len(s.allocators) * (secs + (trace_secs if strace else 0)), unit="s")
     with s.measuring():
         for a in s.allocators:
-            seen = [0.0]
-
-            def tick(line: str) -> None:
-                if line.startswith("PROGRESS ") and s.bar:
-                    now = float(line.split()[1].partition("=")[2])
-                    s.bar.advance(now - seen[0])
-                    seen[0] = now
-
+            follow = _Follower(s)
             runs[a.name] = s.run(Spec(w, a, w.args(args.size), threads=t, flags=flags), advance=0,
-                                 rss_interval=args.interval, on_line=tick)
+                                 rss_interval=args.interval, on_line=follow)
             if s.bar:
-                s.bar.advance(max(0.0, secs - seen[0]))
+                s.bar.advance(max(0.0, secs - follow.seen))
             if strace:
                 sysc[a.name] = s.strace(Spec(w, a, w.args(args.size), threads=t, flags=["-d", f"{trace_secs:g}"]),
                                         advance=trace_secs)
@@ -94,9 +101,10 @@ def run_soak(args: argparse.Namespace) -> int:
                      report.fmt_kib(f.get("rss_last_kb")), report.fmt_kib(f.get("rss_peak_kb")),
                      report.fmt_pct(f.get("rss_drift_pct")), report.fmt_num(f.get("syscalls_per_op"))])
     text = (f"## {w.name}, {args.minutes:g} min per allocator\n\n{w.summary}. Throughput is sampled every "
-            f"{args.interval:g} s from the workload's PROGRESS lines and RSS (VmRSS) from /proc/<pid>/status; drift = "
-            "mean of the last 5 samples against the first 5 (fewer in runs under 10 samples); CV = standard deviation / mean of the throughput "
-            f"samples; syscalls/op from a separate {trace_secs:g} s strace pass.\n\n"
+            f"{args.interval:g} s from the workload's PROGRESS lines and RSS (VmRSS) from /proc/<pid>/status; "
+            "drift = mean of the last 5 samples against the first 5 (fewer in runs under 10 samples); CV = "
+            "standard deviation / mean of the throughput samples; syscalls/op from a separate "
+            f"{trace_secs:g} s strace pass.\n\n"
             + report.table(head, rows))
     s.out_dir.mkdir(parents=True, exist_ok=True)
     rss_series = {n: ([t for t, _ in r.rss_samples], [kb / 1024 for _, kb in r.rss_samples])

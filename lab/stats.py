@@ -38,11 +38,6 @@ def ratio_to_best(value: float, best: float, higher_is_better: bool) -> float:
     return best / value if higher_is_better else value / best
 
 
-def rank(values: dict[str, float], higher_is_better: bool) -> list[str]:
-    """Keys ordered best first."""
-    return sorted(values, key=lambda k: -values[k] if higher_is_better else values[k])
-
-
 def cv_percent(values: Sequence[float]) -> float:
     """Coefficient of variation (sample standard deviation / mean) in percent."""
     if len(values) < 2:

@@ -87,7 +87,7 @@ static inline void hak_free_inline(void *p) {
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
     uint32_t used = page->used;
-    if (unlikely(used <= 1 || page->in_full || b == page->local_free)) {
+    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || b == page->local_free)) {
       hak_free_local_slow(heap, seg, page, b);
       return;
     }

@@ -42,25 +42,37 @@ void hak_heaps_init_key(void) {
 
 /* ---- Page queues -------------------------------------------------------------------------------- */
 
+/* Queue operations keep page->is_head true exactly for each queue's first page. */
 static void queue_remove(hak_page_queue *q, hak_page *page) {
-  if (page->prev) page->prev->next = page->next;
-  else q->first = page->next;
+  if (page->prev) {
+    page->prev->next = page->next;
+  } else {
+    q->first = page->next;
+    if (q->first) q->first->is_head = 1;
+  }
   if (page->next) page->next->prev = page->prev;
   else q->last = page->prev;
   page->next = page->prev = NULL;
+  page->is_head = 0;
 }
 
 static void queue_push_front(hak_page_queue *q, hak_page *page) {
   page->prev = NULL;
   page->next = q->first;
-  if (q->first) q->first->prev = page;
-  else q->last = page;
+  if (q->first) {
+    q->first->prev = page;
+    q->first->is_head = 0;
+  } else {
+    q->last = page;
+  }
   q->first = page;
+  page->is_head = 1;
 }
 
 static void queue_push_back(hak_page_queue *q, hak_page *page) {
   page->next = NULL;
   page->prev = q->last;
+  page->is_head = q->last == NULL;
   if (q->last) q->last->next = page;
   else q->first = page;
   q->last = page;
@@ -282,7 +294,7 @@ void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_b
     queue_push_back(&heap->pages[cls], page);
     set_direct(heap, cls);
   }
-  if (page->used == 0) {
+  if (page->used == 0 && !page->is_head) {
     note_empty(heap, page);
     heap->slow_events++;
     if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
@@ -328,6 +340,7 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
     page->is_empty_listed = 0;
     hak_page_clear_full_state(page);
     page->next = page->prev = NULL;
+    page->is_head = 0;
     if (page->used == 0) hak_segment_page_free(NULL, page);
     page = next;
   }

@@ -107,7 +107,7 @@ typedef struct hak_page {
   uint8_t in_full;          /* in the heap's full list */
   uint8_t size_class;
   uint8_t slice_count;      /* 0 when the page is not in use */
-  uint8_t is_empty_listed;  /* counted in heap->empty_pages */
+  uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
   uint32_t capacity;        /* blocks carved so far */
   _Atomic uintptr_t remote; /* remote-freed blocks | REMOTE_* state */
   uint8_t *start;           /* first block */
@@ -115,6 +115,7 @@ typedef struct hak_page {
   uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
   uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
+  uint8_t is_empty_listed;  /* counted in heap->empty_pages */
   struct hak_page *next, *prev;
   uintptr_t key;            /* hardened builds: free-list and canary key */
 } hak_page;

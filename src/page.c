@@ -16,6 +16,7 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   page->size_class = (uint8_t)cls;
   page->slice_count = (uint8_t)slices;
   page->is_empty_listed = 0;
+  page->is_head = 0;
   page->capacity = 0;
   atomic_store_explicit(&page->remote, 0, memory_order_relaxed);
   page->start = (uint8_t *)seg + ((size_t)slice << HAK_SLICE_SHIFT);

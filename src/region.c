@@ -502,23 +502,30 @@ static void *bg_main(void *arg) {
   return arg;
 }
 
-/* Start the background thread if it should run and does not (after fork it does not). */
+/* Start the background thread if it should run and does not (after fork it does not). The thread is
+ * created without holding a lock: pthread_create may allocate, and a fork handler must not wait for it. */
 static void bg_ensure(void) {
   if (atomic_load_explicit(&bg_running, memory_order_acquire)) return;
   pthread_mutex_lock(&cfg_lock);
-  if (!atomic_load_explicit(&bg_running, memory_order_relaxed) && cfg.release_interval_ms > 0) {
-    pthread_attr_t attr;
-    pthread_t th;
-    sigset_t all, old;
-    sigfillset(&all);
-    pthread_attr_init(&attr);
-    pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-    pthread_sigmask(SIG_SETMASK, &all, &old);
-    if (pthread_create(&th, &attr, bg_main, NULL) == 0) atomic_store_explicit(&bg_running, true, memory_order_release);
-    pthread_sigmask(SIG_SETMASK, &old, NULL);
-    pthread_attr_destroy(&attr);
-  }
+  bool start = !atomic_load_explicit(&bg_running, memory_order_relaxed) && cfg.release_interval_ms > 0;
+  if (start) atomic_store_explicit(&bg_running, true, memory_order_relaxed);
   pthread_mutex_unlock(&cfg_lock);
+  if (!start) return;
+  pthread_attr_t attr;
+  pthread_t th;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_sigmask(SIG_SETMASK, &all, &old);
+  int rc = pthread_create(&th, &attr, bg_main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  if (rc != 0) {
+    pthread_mutex_lock(&cfg_lock);
+    atomic_store_explicit(&bg_running, false, memory_order_relaxed);
+    pthread_mutex_unlock(&cfg_lock);
+  }
 }
 
 /* ---- Fork ------------------------------------------------------------------------------------------ */

@@ -15,6 +15,7 @@ static struct {
   unsigned cache_count;
   hak_segment *abandoned; /* segments of exited threads that still hold live blocks */
   _Atomic unsigned abandoned_count;
+  _Atomic uint64_t cache_purge_due_ms; /* earliest purge due in the cache; 0: nothing to purge */
   _Atomic uint64_t reclaimed;
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -179,6 +180,11 @@ void hak_segment_release(hak_heap *heap, hak_segment *seg) {
   hak_segment *evict = NULL;
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.cache, seg);
+  if (seg->purge_due_ms != 0) {
+    uint64_t due = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+    if (due == 0 || seg->purge_due_ms < due)
+      atomic_store_explicit(&segs.cache_purge_due_ms, seg->purge_due_ms, memory_order_relaxed);
+  }
   if (++segs.cache_count > SEGMENT_CACHE_MAX && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] >= 0) {
     for (evict = segs.cache; evict->next != NULL; evict = evict->next) {
     }
@@ -211,16 +217,23 @@ hak_segment *hak_segment_reclaim_one(void) {
 }
 
 void hak_segment_cache_collect(bool force) {
+  uint64_t due = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+  if (!force && due == 0) return;
   uint64_t now = hak_clock_ms();
+  if (!force && now < due) return;
   hak_segment *unmap = NULL;
   pthread_mutex_lock(&segs.lock);
   if (force) {
     unmap = segs.cache;
     segs.cache = NULL;
     segs.cache_count = 0;
-  } else {
-    for (hak_segment *seg = segs.cache; seg != NULL; seg = seg->next) hak_segment_purge(seg, now, false);
   }
+  uint64_t next_due = 0;
+  for (hak_segment *seg = segs.cache; seg != NULL; seg = seg->next) {
+    hak_segment_purge(seg, now, false);
+    if (seg->purge_due_ms != 0 && (next_due == 0 || seg->purge_due_ms < next_due)) next_due = seg->purge_due_ms;
+  }
+  atomic_store_explicit(&segs.cache_purge_due_ms, next_due, memory_order_relaxed);
   pthread_mutex_unlock(&segs.lock);
   while (unmap != NULL) {
     hak_segment *next = unmap->next;

@@ -1,11 +1,10 @@
 """conftest.py — fixtures of the lab tests: the repository root, the bench programs (built once per
-session with make -C bench), the allocators found on this machine, and a helper running the lab CLI."""
+session with make -C bench), the allocators found on this machine, and a shared object that is not an
+allocator (for the wrong-preload tests)."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -59,10 +58,3 @@ def not_an_allocator(tmp_path_factory: pytest.TempPathFactory) -> str:
     lib = d / "libnotmalloc.so"
     subprocess.run(["cc", "-shared", "-fPIC", "-o", str(lib), str(src)], check=True)
     return str(lib)
-
-
-def run_lab(root: Path, *args: str, timeout: float = 120) -> subprocess.CompletedProcess:
-    """Run `python3 -m lab ARGS` from the repository root."""
-    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    return subprocess.run([sys.executable, "-m", "lab", *args], cwd=root, capture_output=True, text=True,
-                          timeout=timeout, env=env, check=False)

@@ -72,8 +72,9 @@ def test_matches_follows_symlinks(tmp_path):
 
 
 def test_verify_raises_with_both_names():
-    with pytest.raises(al.AllocatorMismatch, match="meant for jemalloc.*got malloc from /lib/x86_64-linux-gnu/libc.so.6"):
-        al.verify(al.Allocator("jemalloc", "/usr/lib/libjemalloc.so.2"), "/lib/x86_64-linux-gnu/libc.so.6", "cmd")
+    libc = "/lib/x86_64-linux-gnu/libc.so.6"
+    with pytest.raises(al.AllocatorMismatch, match=f"meant for jemalloc.*got malloc from {libc}"):
+        al.verify(al.Allocator("jemalloc", "/usr/lib/libjemalloc.so.2"), libc, "cmd")
 
 
 def _spec(a, **kw):

@@ -1,6 +1,7 @@
 """The sub-commands end to end on tiny runs: files written, tables filled, allocator mismatch fatal,
 Ctrl-C leaving a partial report."""
 
+import argparse
 import json
 import os
 import signal
@@ -10,9 +11,9 @@ import time
 
 import pytest
 
-from lab import plots
+from lab import compare, plots, runner
 from lab.cli import build_parser
-from lab.tests.conftest import run_lab
+from lab.tests.helpers import run_lab
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -64,8 +65,8 @@ def test_quick_writes_report_data_and_plots(bench_built, root, tmp_path, glibc, 
 
 
 def test_compare_fills_syscall_column_from_strace(bench_built, root, tmp_path, glibc):
-    if not os.path.exists("/usr/bin/strace") and subprocess.run(["which", "strace"]).returncode:
-        pytest.skip("strace not installed")
+    if runner.strace_path() is None:
+        pytest.skip("strace not installed (apt-get install strace)")
     out_dir = tmp_path / "cmp"
     res = run_lab(root, "compare", "--size", "tiny", "--reps", "1", "--allocs", "glibc", "--workloads",
                   "big", "--no-latency", "--out", str(out_dir), "--no-progress")
@@ -165,3 +166,15 @@ def test_ctrl_c_keeps_a_partial_report(bench_built, root, tmp_path):
     runs = json.loads((out_dir / "data.json").read_text())["runs"]
     assert 1 <= len(runs) < 50
     assert "### random_mixed" in text
+
+
+def test_without_strace_the_column_stays_empty_and_the_report_says_why(bench_built, root, tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "strace_path", lambda: None)
+    args = argparse.Namespace(allocs="glibc", alloc=[], size="tiny", reps=1, out=str(tmp_path / "nostrace"),
+                              root=str(root), timeout=60.0, no_progress=True, workloads="random_mixed",
+                              threads=None, no_strace=False, no_latency=True)
+    assert compare.run_compare(args) == 0
+    text = (tmp_path / "nostrace" / "report.md").read_text()
+    assert "strace not installed (`apt-get install strace`)" in text
+    row = json.loads((tmp_path / "nostrace" / "data.json").read_text())["summary"]["tables"]["random_mixed"][0]
+    assert "syscalls_per_op" not in row

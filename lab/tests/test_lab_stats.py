@@ -30,12 +30,6 @@ def test_ratio_to_best_is_time_like_both_ways():
     assert stats.ratio_to_best(5, 5, higher_is_better=True) == 1.0
 
 
-def test_rank_orders_best_first():
-    values = {"a": 3.0, "b": 9.0, "c": 1.0}
-    assert stats.rank(values, higher_is_better=True) == ["b", "a", "c"]
-    assert stats.rank(values, higher_is_better=False) == ["c", "a", "b"]
-
-
 def test_cv_percent():
     assert stats.cv_percent([1, 2, 3]) == pytest.approx(50.0)
     assert stats.cv_percent([7]) == 0.0
