@@ -118,7 +118,7 @@ typedef struct hak_page {
   uint8_t is_empty_listed;  /* counted in heap->empty_pages */
   struct hak_page *next, *prev;
   uintptr_t key;            /* hardened builds: free-list and canary key */
-} hak_page;
+} __attribute__((aligned(128))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
 typedef struct hak_segment {
   uint32_t kind;                     /* HAK_KIND_SEGMENT */

@@ -3,8 +3,10 @@
  * of the small/medium tiers or a large mapping). A pointer whose chunk maps to nothing is not ours.
  *
  * The top level is a static array of 2048 pointers; each leaf (128 KiB, mapped on first use) covers
- * 64 GiB. Lookups are two dependent loads and take no lock; updates happen only when a segment or large
- * mapping is created or destroyed. */
+ * 64 GiB. Unused top entries point at a static all-zero leaf, so a lookup is two dependent loads with
+ * no branch and no lock. Bits above 47 are ignored by the lookup: callers compare the entry with the
+ * header they expect, which a non-canonical pointer never matches. Updates happen only when a segment
+ * or large mapping is created or destroyed. */
 #ifndef HAK_PAGEMAP_H
 #define HAK_PAGEMAP_H
 
@@ -25,13 +27,13 @@
 typedef _Atomic(void *) hak_pagemap_leaf[1u << HAK_PAGEMAP_LEAF_SHIFT];
 extern _Atomic(hak_pagemap_leaf *) hak_pagemap_top[1u << HAK_PAGEMAP_TOP_SHIFT];
 
-/** The header owning the chunk that contains `p`, or NULL if hakmem has nothing there. */
+/** The header owning the chunk that contains the low 47 bits of `p`, or NULL if hakmem has nothing
+ *  there. */
 static inline void *hak_pagemap_get(const void *p) {
   uintptr_t a = (uintptr_t)p;
-  if (a >> 47) return NULL;
-  hak_pagemap_leaf *leaf = atomic_load_explicit(&hak_pagemap_top[a >> (HAK_CHUNK_SHIFT + HAK_PAGEMAP_LEAF_SHIFT)],
-                                                memory_order_acquire);
-  if (leaf == NULL) return NULL;
+  hak_pagemap_leaf *leaf = atomic_load_explicit(
+      &hak_pagemap_top[(a >> (HAK_CHUNK_SHIFT + HAK_PAGEMAP_LEAF_SHIFT)) & ((1u << HAK_PAGEMAP_TOP_SHIFT) - 1)],
+      memory_order_acquire);
   return atomic_load_explicit(&(*leaf)[(a >> HAK_CHUNK_SHIFT) & ((1u << HAK_PAGEMAP_LEAF_SHIFT) - 1)],
                               memory_order_acquire);
 }

@@ -29,14 +29,16 @@ def need(*programs):
             pytest.skip(f"{prog} is not installed")
 
 
-def environment(mode):
-    """Environment for a run: plain (mode None) or with a hakmem build preloaded and its stats on."""
+def environment(mode, stats=True):
+    """Environment for a run: plain (mode None) or with a hakmem build preloaded (and its stats on)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("HAKMEM_", "LD_PRELOAD", "MALLOC_"))}
     env.update(LC_ALL="C", TZ="UTC")
     if mode:
         if not LIBS[mode].exists():
             pytest.skip(f"{LIBS[mode]} not built")
-        env.update(LD_PRELOAD=str(LIBS[mode]), HAKMEM_STATS="1")
+        env["LD_PRELOAD"] = str(LIBS[mode])
+        if stats:
+            env["HAKMEM_STATS"] = "1"
     return env
 
 
@@ -177,17 +179,32 @@ def regrtest_summary(output):
             and "Total duration" not in line]
 
 
+# regrtest, after checking that the interpreter itself runs on hakmem. HAKMEM_STATS stays off: the suite
+# starts child interpreters whose stderr some tests require to be empty.
+REGRTEST_MAIN = """
+import runpy, sys
+if sys.argv[1] == "--expect-hakmem" and "libhakmem" not in open("/proc/self/maps").read():
+    sys.exit("not running on hakmem")
+sys.argv = ["python -m test"] + sys.argv[2:]
+runpy.run_module("test", run_name="__main__")
+"""
+
+
 def test_python_regression_suite_subset():
     try:
         import test.libregrtest  # noqa: F401  (the regression suite ships with this python)
     except ImportError:
         pytest.skip("this python has no test package")
-    argv = [sys.executable, "-m", "test", "-q", *REGRTEST]
-    plain = run(argv, None, timeout=900)
-    hakmem = run(argv, "default", timeout=900)
+    results = {}
+    for mode, flag in ((None, "--plain"), ("default", "--expect-hakmem")):
+        argv = [sys.executable, "-c", REGRTEST_MAIN, flag, "-q", *REGRTEST]
+        results[mode] = subprocess.run(argv, env=environment(mode, stats=False), capture_output=True, text=True,
+                                       timeout=900)
+    plain, hakmem = results[None], results["default"]
     assert hakmem.returncode == plain.returncode, f"plain exit {plain.returncode}, hakmem exit {hakmem.returncode}\n" \
                                                   f"{hakmem.stdout[-4000:]}\n{hakmem.stderr[-2000:]}"
     assert regrtest_summary(hakmem.stdout) == regrtest_summary(plain.stdout), hakmem.stdout[-4000:]
+    assert any(line.startswith("Total tests: run=") for line in regrtest_summary(plain.stdout)), plain.stdout[-3000:]
 
 
 PY_HEAVY = textwrap.dedent("""
@@ -205,7 +222,7 @@ PY_HEAVY = textwrap.dedent("""
     digest(re.findall(r"a[bc]+d", text)[:5000]); digest(re.sub(r"(h+)", lambda m: str(len(m.group(1))), text)[-5000:])
     blob = json.dumps({"rows": [{"id": i, "v": words[i], "f": i / 7} for i in range(60000)]})
     digest(json.loads(blob)["rows"][::97]); digest(zlib.crc32(zlib.compress(blob.encode(), 6)))
-    digest(str(3 ** 200000)[-500:]); digest(sum(x * x for x in range(2000000)))
+    digest(hex(3 ** 200000)[-500:]); digest(sum(x * x for x in range(2000000)))
     class Node:
         def __init__(self, parent): self.parent, self.kids = parent, []
     for round_ in range(20):
