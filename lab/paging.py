@@ -168,7 +168,7 @@ class Resources:
 
 
 class Interrupted(Exception):
-    """SIGTERM or SIGHUP arrived: stop, clean up, write what finished."""
+    """SIGINT, SIGTERM or SIGHUP arrived: stop, clean up, write what finished."""
 
 
 def _on_signal(signum, frame):
@@ -353,7 +353,7 @@ def run_paging(args: argparse.Namespace) -> int:
     sweep: list[dict] = []
     paging = None
     status = "complete"
-    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGTERM, signal.SIGHUP)}
+    old = {s: signal.signal(s, _on_signal) for s in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)}
     try:
         res.setup()
         common = ["--seconds", str(args.seconds), "--ops", str(args.ops)] + (["--huge"] if args.huge else [])
@@ -370,10 +370,12 @@ def run_paging(args: argparse.Namespace) -> int:
             res.set_limit(limit_mib << 20)
             paging = run_bench(res, bench, ["--paging", *common], args.timeout)
     except (KeyboardInterrupt, Interrupted) as e:
-        status = f"partial: interrupted ({e or 'Ctrl-C'})"
+        status = f"partial: interrupted ({e or 'SIGINT'})"
     except (RuntimeError, OSError, subprocess.TimeoutExpired) as e:
         status = f"partial: {e}"
     finally:
+        for s in old:
+            signal.signal(s, signal.SIG_IGN)  # a second Ctrl-C must not cut the cleanup short
         problems = res.cleanup()
         for s, h in old.items():
             signal.signal(s, h)

@@ -11,7 +11,11 @@ fn makefile_cflags(makefile: &str) -> Vec<String> {
         let rest = if inside {
             line
         } else if let Some(rest) = line.trim_start().strip_prefix("CFLAGS_BASE") {
-            match rest.trim_start().strip_prefix(":=").or_else(|| rest.trim_start().strip_prefix('=')) {
+            match rest
+                .trim_start()
+                .strip_prefix(":=")
+                .or_else(|| rest.trim_start().strip_prefix('='))
+            {
                 Some(value) => value,
                 None => continue,
             }
@@ -20,7 +24,12 @@ fn makefile_cflags(makefile: &str) -> Vec<String> {
         };
         let trimmed = rest.trim_end();
         inside = trimmed.ends_with('\\');
-        words.extend(trimmed.trim_end_matches('\\').split_whitespace().map(str::to_owned));
+        words.extend(
+            trimmed
+                .trim_end_matches('\\')
+                .split_whitespace()
+                .map(str::to_owned),
+        );
         if !inside {
             break;
         }
@@ -31,9 +40,13 @@ fn makefile_cflags(makefile: &str) -> Vec<String> {
 fn main() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let src = root.join("src");
-    let makefile = std::fs::read_to_string(root.join("Makefile")).expect("the Makefile holds CFLAGS_BASE");
+    let makefile =
+        std::fs::read_to_string(root.join("Makefile")).expect("the Makefile holds CFLAGS_BASE");
     let flags = makefile_cflags(&makefile);
-    assert!(flags.iter().any(|f| f.starts_with("-std=")), "CFLAGS_BASE not found in the Makefile");
+    assert!(
+        flags.iter().any(|f| f.starts_with("-std=")),
+        "CFLAGS_BASE not found in the Makefile"
+    );
 
     let mut sources: Vec<_> = std::fs::read_dir(&src)
         .expect("src/ holds libhakmem's C sources")

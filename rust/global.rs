@@ -94,21 +94,40 @@ mod tests {
 
     #[test]
     fn every_path_honours_the_layout() {
-        for &(size, align) in &[(1, 1), (8, 16), (24, 16), (100, 64), (5000, 4096), (3 << 20, 1 << 21)] {
+        for &(size, align) in &[
+            (1, 1),
+            (8, 16),
+            (24, 16),
+            (100, 64),
+            (5000, 4096),
+            (3 << 20, 1 << 21),
+        ] {
             let layout = Layout::from_size_align(size, align).unwrap();
             // SAFETY: non-zero sizes; every block is freed with its layout.
             unsafe {
                 let p = HakMem.alloc(layout);
-                assert!(!p.is_null() && p as usize % align == 0, "alloc({size}, {align})");
+                assert!(
+                    !p.is_null() && p as usize % align == 0,
+                    "alloc({size}, {align})"
+                );
                 assert!(ffi::hak_usable_size(p as *const c_void) >= size);
                 ptr::write_bytes(p, 0xAB, size);
                 let q = HakMem.realloc(p, layout, size * 2);
-                assert!(!q.is_null() && q as usize % align == 0, "realloc({size}, {align})");
-                assert!((0..size).all(|i| *q.add(i) == 0xAB), "realloc lost the contents");
+                assert!(
+                    !q.is_null() && q as usize % align == 0,
+                    "realloc({size}, {align})"
+                );
+                assert!(
+                    (0..size).all(|i| *q.add(i) == 0xAB),
+                    "realloc lost the contents"
+                );
                 HakMem.dealloc(q, Layout::from_size_align(size * 2, align).unwrap());
                 let z = HakMem.alloc_zeroed(layout);
                 assert!(!z.is_null() && z as usize % align == 0);
-                assert!((0..size).all(|i| *z.add(i) == 0), "alloc_zeroed({size}, {align}) not zero");
+                assert!(
+                    (0..size).all(|i| *z.add(i) == 0),
+                    "alloc_zeroed({size}, {align}) not zero"
+                );
                 HakMem.dealloc(z, layout);
             }
         }

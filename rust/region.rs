@@ -229,7 +229,8 @@ pub fn config() -> Config {
 /// assert_eq!(region::configure(&cfg), Err(region::AllocError::InvalidArgument));
 /// ```
 pub fn configure(cfg: &Config) -> Result<(), AllocError> {
-    let interval = u32::try_from(cfg.release_interval.as_millis()).map_err(|_| AllocError::InvalidArgument)?;
+    let interval =
+        u32::try_from(cfg.release_interval.as_millis()).map_err(|_| AllocError::InvalidArgument)?;
     let raw = ffi::HakRegionConfig {
         enabled: cfg.enabled,
         release_interval_ms: interval,
@@ -328,11 +329,20 @@ mod tests {
     fn bad_sizes_are_errors_not_crashes() {
         assert_eq!(allocate::<()>(10).unwrap_err(), AllocError::InvalidArgument);
         assert_eq!(allocate::<u8>(0).unwrap_err(), AllocError::InvalidArgument);
-        assert_eq!(allocate::<u64>(usize::MAX).unwrap_err(), AllocError::TooLarge);
-        assert_eq!(allocate::<u8>(MAX_REGION + 1).unwrap_err(), AllocError::TooLarge);
+        assert_eq!(
+            allocate::<u64>(usize::MAX).unwrap_err(),
+            AllocError::TooLarge
+        );
+        assert_eq!(
+            allocate::<u8>(MAX_REGION + 1).unwrap_err(),
+            AllocError::TooLarge
+        );
         #[repr(align(4194304))]
         struct Huge(#[allow(dead_code)] u8);
-        assert_eq!(allocate::<Huge>(1).unwrap_err(), AllocError::InvalidArgument);
+        assert_eq!(
+            allocate::<Huge>(1).unwrap_err(),
+            AllocError::InvalidArgument
+        );
     }
 
     #[test]

@@ -131,6 +131,8 @@ hak_heap *hak_heap_for_thread(void) {
 
 /* ---- Empty pages and maintenance ----------------------------------------------------------------- */
 
+static void rescue_full_pages(hak_heap *heap, unsigned cls);
+
 static void note_empty(hak_heap *heap, hak_page *page) {
   if (page->is_empty_listed) return;
   page->is_empty_listed = 1;
@@ -191,6 +193,12 @@ static void heap_maintain(hak_heap *heap, bool force) {
   heap->thrash_events = 0;
   heap->retired_classes = 0;
   heap->next_maintenance = heap->slow_events + (uint32_t)interval;
+  uint64_t notified = atomic_exchange_explicit(&heap->full_notified, 0, memory_order_acq_rel);
+  while (notified) {
+    unsigned cls = (unsigned)__builtin_ctzll(notified);
+    notified &= notified - 1;
+    rescue_full_pages(heap, cls);
+  }
   if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
   uint64_t now = hak_clock_ms();
   for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) hak_segment_purge(seg, now, force);
@@ -200,7 +208,8 @@ static void heap_maintain(hak_heap *heap, bool force) {
 
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
 
-/* Pages of class `cls` in the full list that received remote frees go back to the queue. */
+/* Pages of class `cls` in the full list that received remote frees go back to the queue (its back: the
+ * head is being used); pages that became empty are noted for retirement. */
 static void rescue_full_pages(hak_heap *heap, unsigned cls) {
   hak_page *page = heap->full[cls].first;
   while (page != NULL) {
@@ -209,10 +218,13 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls) {
       queue_remove(&heap->full[cls], page);
       page->in_full = 0;
       hak_page_clear_full_state(page);
+      hak_page_collect(heap, page);
       queue_push_back(&heap->pages[cls], page);
+      if (page->used == 0 && !page->is_head) note_empty(heap, page);
     }
     page = next;
   }
+  set_direct(heap, cls);
 }
 
 static hak_page *find_page(hak_heap *heap, unsigned cls) {

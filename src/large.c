@@ -15,7 +15,7 @@
 static struct {
   pthread_mutex_t lock;
   hak_large *head, *tail; /* cache, most recently freed first */
-  unsigned count;
+  _Atomic unsigned count; /* read without the lock to skip an empty cache */
   size_t bytes;
   _Atomic unsigned unpurged;
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
@@ -56,7 +56,7 @@ static void large_unmap(hak_large *h) {
 
 /* Smallest cached mapping of need .. 1.5 * need bytes, unlinked; NULL if none. */
 static hak_large *cache_take(size_t need) {
-  if (large.head == NULL) return NULL;
+  if (atomic_load_explicit(&large.count, memory_order_relaxed) == 0) return NULL;
   hak_large *best = NULL;
   pthread_mutex_lock(&large.lock);
   for (hak_large *h = large.head; h != NULL; h = h->next) {

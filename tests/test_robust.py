@@ -91,9 +91,9 @@ def test_thread_storm_returns_memory(mode):
 
 @pytest.mark.parametrize("mode", MODES)
 def test_fork_while_threads_allocate(mode):
-    proc, report = run("storm_fork", mode, 300, timeout=240)
+    proc, report = run("storm_fork", mode, 200, timeout=240)
     assert proc.returncode == 0, report
-    assert "forks=300 failed=0" in proc.stdout, report
+    assert "forks=200 failed=0" in proc.stdout, report
     check_allocator(proc, mode, report)
 
 

@@ -63,14 +63,21 @@ fn parse_args() -> Opts {
     };
     let mut args = std::env::args().skip(1);
     while let Some(a) = args.next() {
-        let mut value = |name: &str| args.next().unwrap_or_else(|| usage(&format!("{name} needs a value")));
+        let mut value = |name: &str| {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{name} needs a value")))
+        };
         match a.as_str() {
             "--paging" => o.mode = Mode::Paging,
             "--ratio-sweep" => o.mode = Mode::RatioSweep,
             "--total-mib" => o.total_mib = number(&value("--total-mib")),
             "--limit-mib" => o.limit_mib = Some(number(&value("--limit-mib"))),
             "--ops" => o.ops = Some(number(&value("--ops"))),
-            "--seconds" => o.seconds = value("--seconds").parse().unwrap_or_else(|_| usage("bad --seconds")),
+            "--seconds" => {
+                o.seconds = value("--seconds")
+                    .parse()
+                    .unwrap_or_else(|_| usage("bad --seconds"))
+            }
             "--ahead" => o.ahead = number(&value("--ahead")).max(1),
             "--batch" => o.batch = number(&value("--batch")).max(1),
             "--huge" => o.huge = true,
@@ -84,7 +91,8 @@ fn parse_args() -> Opts {
 }
 
 fn number(s: &str) -> usize {
-    s.parse().unwrap_or_else(|_| usage(&format!("not a number: {s}")))
+    s.parse()
+        .unwrap_or_else(|_| usage(&format!("not a number: {s}")))
 }
 
 fn usage(msg: &str) -> ! {
@@ -112,7 +120,11 @@ struct Summary {
 /// Drop the warm-up samples, sort the rest. `elapsed` covers the kept samples only.
 fn summarize(mut lat: Vec<u64>, elapsed: Duration) -> (Summary, Vec<u64>) {
     lat.sort_unstable();
-    let q = |p: f64| lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1))).copied().unwrap_or(0);
+    let q = |p: f64| {
+        lat.get(((lat.len() as f64 * p) as usize).min(lat.len().saturating_sub(1)))
+            .copied()
+            .unwrap_or(0)
+    };
     let s = Summary {
         ops: lat.len(),
         ops_per_s: lat.len() as f64 / elapsed.as_secs_f64().max(1e-9),
@@ -135,7 +147,11 @@ struct Recorder {
 impl Recorder {
     fn new(max_ops: usize) -> Self {
         let warm = (max_ops.min(100_000) / 20).max(100).min(max_ops / 2);
-        Recorder { lat: Vec::with_capacity(max_ops.min(1 << 20)), warm, kept_from: Instant::now() }
+        Recorder {
+            lat: Vec::with_capacity(max_ops.min(1 << 20)),
+            warm,
+            kept_from: Instant::now(),
+        }
     }
 
     fn push(&mut self, ns: u64) {
@@ -190,7 +206,10 @@ fn json_summary(s: &Summary) -> String {
 }
 
 fn json_ccdf(points: &[(u64, f64)]) -> String {
-    let body: Vec<String> = points.iter().map(|(l, f)| format!("[{l}, {f:.7}]")).collect();
+    let body: Vec<String> = points
+        .iter()
+        .map(|(l, f)| format!("[{l}, {f:.7}]"))
+        .collect();
     format!("[{}]", body.join(", "))
 }
 
@@ -264,12 +283,20 @@ impl Alloc {
             Alloc::HakMalloc | Alloc::System | Alloc::SystemNoHuge => {
                 // SAFETY: non-zero layout; freed below with the same layout by the same allocator.
                 unsafe {
-                    let p = if matches!(self, Alloc::HakMalloc) { HakMem.alloc(layout) } else { System.alloc(layout) };
+                    let p = if matches!(self, Alloc::HakMalloc) {
+                        HakMem.alloc(layout)
+                    } else {
+                        System.alloc(layout)
+                    };
                     assert!(!p.is_null(), "allocation failed");
                     if matches!(self, Alloc::SystemNoHuge) {
                         let start = (p as usize + PAGE - 1) & !(PAGE - 1);
                         let end = (p as usize + BLOCK) & !(PAGE - 1);
-                        libc::madvise(start as *mut libc::c_void, end - start, libc::MADV_NOHUGEPAGE);
+                        libc::madvise(
+                            start as *mut libc::c_void,
+                            end - start,
+                            libc::MADV_NOHUGEPAGE,
+                        );
                     }
                     if touch_pages {
                         touch(p, BLOCK, 1);
@@ -306,9 +333,18 @@ impl Alloc {
 fn throughput(o: &Opts) {
     let cap = o.ops.unwrap_or(200_000);
     let budget = Duration::from_secs_f64(o.seconds.min(0.15));
-    let variants = [Alloc::Region, Alloc::HakMalloc, Alloc::System, Alloc::SystemNoHuge, Alloc::Mmap];
+    let variants = [
+        Alloc::Region,
+        Alloc::HakMalloc,
+        Alloc::System,
+        Alloc::SystemNoHuge,
+        Alloc::Mmap,
+    ];
     let mut rows = Vec::new();
-    println!("{:<28} {:>7} {:>12} {:>10} {:>10}", "allocator", "threads", "ops/s", "p50", "p99");
+    println!(
+        "{:<28} {:>7} {:>12} {:>10} {:>10}",
+        "allocator", "threads", "ops/s", "p50", "p99"
+    );
     for threads in [1usize, 2, 4, 8, 16] {
         for touch_pages in [false, true] {
             for &a in &variants {
@@ -332,19 +368,38 @@ fn throughput(o: &Opts) {
                             })
                         })
                         .collect();
-                    workers.into_iter().map(|w| w.join().expect("worker")).collect()
+                    workers
+                        .into_iter()
+                        .map(|w| w.join().expect("worker"))
+                        .collect()
                 });
                 let first = runs.iter().map(|r| r.1).min().expect("one thread at least");
                 let last = runs.iter().map(|r| r.2).max().expect("one thread at least");
                 let lat: Vec<u64> = runs.into_iter().flat_map(|r| r.0).collect();
                 let (s, _) = summarize(lat, last - first);
                 let name = format!("{}{}", a.name(), if touch_pages { "+touch" } else { "" });
-                println!("{:<28} {:>7} {:>12.0} {:>10} {:>10}", name, threads, s.ops_per_s, fmt_ns(s.p50), fmt_ns(s.p99));
-                rows.push(format!("{{\"allocator\": \"{name}\", \"threads\": {threads}, {}}}", json_summary(&s)));
+                println!(
+                    "{:<28} {:>7} {:>12.0} {:>10} {:>10}",
+                    name,
+                    threads,
+                    s.ops_per_s,
+                    fmt_ns(s.p50),
+                    fmt_ns(s.p99)
+                );
+                rows.push(format!(
+                    "{{\"allocator\": \"{name}\", \"threads\": {threads}, {}}}",
+                    json_summary(&s)
+                ));
             }
         }
     }
-    write_json(&o.json, format!("{{\"mode\": \"throughput\", \"block_bytes\": {BLOCK}, \"rows\": [\n  {}\n]}}\n", rows.join(",\n  ")));
+    write_json(
+        &o.json,
+        format!(
+            "{{\"mode\": \"throughput\", \"block_bytes\": {BLOCK}, \"rows\": [\n  {}\n]}}\n",
+            rows.join(",\n  ")
+        ),
+    );
 }
 
 // ---- cgroup limit ---------------------------------------------------------------------------------------
@@ -369,7 +424,10 @@ fn cgroup_limit() -> Option<u64> {
         let mut parts = line.splitn(3, ':');
         let (_, controllers, path) = (parts.next()?, parts.next()?, parts.next()?);
         if controllers.split(',').any(|c| c == "memory") {
-            candidates.insert(0, format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"));
+            candidates.insert(
+                0,
+                format!("/sys/fs/cgroup/memory{path}/memory.limit_in_bytes"),
+            );
         } else if controllers.is_empty() {
             candidates.push(format!("/sys/fs/cgroup{path}/memory.max"));
             candidates.push(format!("/sys/fs/cgroup/unified{path}/memory.max"));
@@ -382,7 +440,11 @@ fn cgroup_limit() -> Option<u64> {
 // ---- --paging --------------------------------------------------------------------------------------------
 
 fn paging(o: &Opts) {
-    let limit = match o.limit_mib.map(|m| m as u64 * 1024 * 1024).or_else(cgroup_limit) {
+    let limit = match o
+        .limit_mib
+        .map(|m| m as u64 * 1024 * 1024)
+        .or_else(cgroup_limit)
+    {
         Some(l) => l,
         None => {
             eprintln!("alloc_bench --paging: no cgroup memory limit is set (run it under one, e.g. `python3 -m lab paging`, or pass --limit-mib)");
@@ -391,7 +453,11 @@ fn paging(o: &Opts) {
     };
     region_config(o.huge);
     let nregions = (3 * limit as usize).div_ceil(BLOCK);
-    println!("paging: limit {} MiB, allocating {} MiB in {nregions} regions of 2 MiB", limit >> 20, nregions * BLOCK >> 20);
+    println!(
+        "paging: limit {} MiB, allocating {} MiB in {nregions} regions of 2 MiB",
+        limit >> 20,
+        (nregions * BLOCK) >> 20
+    );
     let mut pool: Vec<(*mut u8, Handle)> = Vec::with_capacity(nregions);
     let fill = Instant::now();
     for i in 0..nregions {
@@ -442,10 +508,20 @@ fn paging(o: &Opts) {
         pool.push((p.as_ptr(), h));
     }
     let (realloc, _) = rec.finish();
-    println!("{:<22} {:>12} {:>10} {:>10} {:>10} {:>10}", "", "ops/s", "p50", "p99", "p99.9", "max");
+    println!(
+        "{:<22} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "", "ops/s", "p50", "p99", "p99.9", "max"
+    );
     for (name, s) in [("random_read", &reads), ("realloc+touch", &realloc)] {
-        println!("{:<22} {:>12.0} {:>10} {:>10} {:>10} {:>10}", name, s.ops_per_s, fmt_ns(s.p50), fmt_ns(s.p99),
-                 fmt_ns(s.p999), fmt_ns(s.max));
+        println!(
+            "{:<22} {:>12.0} {:>10} {:>10} {:>10} {:>10}",
+            name,
+            s.ops_per_s,
+            fmt_ns(s.p50),
+            fmt_ns(s.p99),
+            fmt_ns(s.p999),
+            fmt_ns(s.max)
+        );
     }
     write_json(
         &o.json,
@@ -485,7 +561,13 @@ impl Strategy {
 }
 
 /// Random page reads over the working set under one strategy; returns the summary and sorted latencies.
-fn sweep_run(o: &Opts, h: &Handle, npages: usize, strategy: Strategy, seed: u64) -> (Summary, Vec<u64>) {
+fn sweep_run(
+    o: &Opts,
+    h: &Handle,
+    npages: usize,
+    strategy: Strategy,
+    seed: u64,
+) -> (Summary, Vec<u64>) {
     let base = h.as_ptr();
     let max_ops = o.ops.unwrap_or(1_000_000);
     let mut rng = Rng(seed);
@@ -551,27 +633,54 @@ fn ratio_sweep(o: &Opts) {
     let bytes = o.total_mib << 20;
     let (p, _, h) = region::allocate::<u8>(bytes).expect("working set region");
     let npages = bytes / PAGE;
-    let limit = o.limit_mib.map(|m| m as u64 * 1024 * 1024).or_else(cgroup_limit);
+    let limit = o
+        .limit_mib
+        .map(|m| m as u64 * 1024 * 1024)
+        .or_else(cgroup_limit);
     let limit_text = limit.map_or("none".to_string(), |l| format!("{} MiB", l >> 20));
-    println!("ratio sweep: working set {} MiB, cgroup limit {limit_text}", o.total_mib);
+    println!(
+        "ratio sweep: working set {} MiB, cgroup limit {limit_text}",
+        o.total_mib
+    );
     let fill = Instant::now();
     for pg in 0..npages {
         // SAFETY: inside the region.
         unsafe { ptr::write_volatile(p.as_ptr().add(pg * PAGE), (pg % 251) as u8) };
     }
     println!("filled in {:.1} s", fill.elapsed().as_secs_f64());
-    println!("{:<28} {:>12} {:>10} {:>10} {:>10} {:>10}", "strategy", "ops/s", "p50", "p99", "p99.9", "max");
-    let strategies = [Strategy::Baseline, Strategy::Random, Strategy::Sequential, Strategy::PrefetchThread, Strategy::BatchPrefetch];
+    println!(
+        "{:<28} {:>12} {:>10} {:>10} {:>10} {:>10}",
+        "strategy", "ops/s", "p50", "p99", "p99.9", "max"
+    );
+    let strategies = [
+        Strategy::Baseline,
+        Strategy::Random,
+        Strategy::Sequential,
+        Strategy::PrefetchThread,
+        Strategy::BatchPrefetch,
+    ];
     let mut out = String::new();
     for (k, &st) in strategies.iter().enumerate() {
         let (s, sorted) = sweep_run(o, &h, npages, st, 0x1234_5678 + k as u64 * 7919);
         let name = st.name(o);
-        println!("{:<28} {:>12.0} {:>10} {:>10} {:>10} {:>10}", name, s.ops_per_s, fmt_ns(s.p50), fmt_ns(s.p99),
-                 fmt_ns(s.p999), fmt_ns(s.max));
+        println!(
+            "{:<28} {:>12.0} {:>10} {:>10} {:>10} {:>10}",
+            name,
+            s.ops_per_s,
+            fmt_ns(s.p50),
+            fmt_ns(s.p99),
+            fmt_ns(s.p999),
+            fmt_ns(s.max)
+        );
         if !out.is_empty() {
             out.push_str(",\n  ");
         }
-        let _ = write!(out, "{{\"strategy\": \"{name}\", {}, \"ccdf\": {}}}", json_summary(&s), json_ccdf(&ccdf(&sorted)));
+        let _ = write!(
+            out,
+            "{{\"strategy\": \"{name}\", {}, \"ccdf\": {}}}",
+            json_summary(&s),
+            json_ccdf(&ccdf(&sorted))
+        );
     }
     let limit_json = limit.map_or("null".to_string(), |l| l.to_string());
     write_json(

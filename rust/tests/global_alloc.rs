@@ -15,8 +15,14 @@ fn rust_allocations_go_to_hakmem() {
     let boxes: Vec<Box<[u8; 100]>> = (0..1000).map(|_| Box::new([7u8; 100])).collect();
     let big = vec![1u8; 4 << 20];
     let after = hakmem::allocator_stats();
-    assert!(after.allocs[0] >= before.allocs[0] + 1000, "small Box allocations did not reach hakmem");
-    assert!(after.allocs[2] > before.allocs[2], "a 4 MiB Vec did not reach hakmem's large tier");
+    assert!(
+        after.allocs[0] >= before.allocs[0] + 1000,
+        "small Box allocations did not reach hakmem"
+    );
+    assert!(
+        after.allocs[2] > before.allocs[2],
+        "a 4 MiB Vec did not reach hakmem's large tier"
+    );
     assert!(boxes.iter().all(|b| b.iter().all(|&x| x == 7)));
     // SAFETY: `big` is a live Vec allocated through the global allocator, i.e. hakmem.
     assert!(unsafe { hakmem::usable_size(big.as_ptr()) } >= 4 << 20);
@@ -82,7 +88,10 @@ fn threads_allocate_and_free_each_others_memory() {
                 let mut map = HashMap::new();
                 for round in 0..50u64 {
                     let batch: Vec<Box<[u64]>> = (0..64u64)
-                        .map(|i| vec![t << 32 | round << 16 | i; 1 + (i as usize * 37) % 3000].into_boxed_slice())
+                        .map(|i| {
+                            vec![t << 32 | round << 16 | i; 1 + (i as usize * 37) % 3000]
+                                .into_boxed_slice()
+                        })
                         .collect();
                     map.insert(round, format!("{t}-{round}"));
                     tx.send(batch).unwrap();
@@ -97,7 +106,10 @@ fn threads_allocate_and_free_each_others_memory() {
         for batch in rx {
             for b in batch {
                 let stamp = b[0];
-                assert!(b.iter().all(|&x| x == stamp), "block corrupted across threads");
+                assert!(
+                    b.iter().all(|&x| x == stamp),
+                    "block corrupted across threads"
+                );
                 *seen.entry(stamp >> 32).or_insert(0u32) += 1;
             }
         }

@@ -40,7 +40,10 @@ fn regions_hold_data_and_are_disjoint() {
     for i in 0..8u64 {
         let (ptr, cap, h) = region::allocate::<u64>(300_000).unwrap();
         assert!(cap >= 300_000);
-        assert!(starts.insert(ptr.as_ptr() as usize), "two live regions share an address");
+        assert!(
+            starts.insert(ptr.as_ptr() as usize),
+            "two live regions share an address"
+        );
         // SAFETY: the region holds `cap` u64 values while `h` lives.
         let s = unsafe { std::slice::from_raw_parts_mut(ptr.as_ptr(), cap) };
         s.iter_mut().step_by(512).for_each(|x| *x = i);
@@ -49,7 +52,10 @@ fn regions_hold_data_and_are_disjoint() {
     for (ptr, cap, _, i) in &handles {
         // SAFETY: as above, the handle is still alive.
         let s = unsafe { std::slice::from_raw_parts(ptr.as_ptr(), *cap) };
-        assert!(s.iter().step_by(512).all(|x| x == i), "region contents overwritten");
+        assert!(
+            s.iter().step_by(512).all(|x| x == i),
+            "region contents overwritten"
+        );
     }
 }
 
@@ -130,7 +136,11 @@ fn configure_round_trip_and_disable() {
     bad = want;
     bad.release_bytes_per_tick = 0;
     assert_eq!(region::configure(&bad), Err(AllocError::InvalidArgument));
-    assert_eq!(region::config(), want, "a rejected configuration changed the one in force");
+    assert_eq!(
+        region::config(),
+        want,
+        "a rejected configuration changed the one in force"
+    );
     let mut off = quiet();
     off.enabled = false;
     region::configure(&off).unwrap();
@@ -166,9 +176,15 @@ fn background_release_shows_in_stats() {
     }
     let after = region::stats()[cls];
     region::configure(&quiet()).unwrap();
-    assert_eq!(after.dirty_regions, 0, "background thread did not release the dirty regions");
+    assert_eq!(
+        after.dirty_regions, 0,
+        "background thread did not release the dirty regions"
+    );
     assert!(after.bytes_released >= before.bytes_released + 3 * (64 << 20));
-    assert_eq!(after.areas, before.areas, "empty areas should have been unmapped");
+    assert_eq!(
+        after.areas, before.areas,
+        "empty areas should have been unmapped"
+    );
 }
 
 #[test]
@@ -178,6 +194,12 @@ fn prefetch_rejects_ranges_outside_the_region() {
     let cap = h.capacity_bytes();
     assert_eq!(cap, 4 << 20);
     assert_eq!(h.prefetch(4096..8192), Ok(()));
-    assert_eq!(h.prefetch(cap - 1..cap + 1), Err(AllocError::InvalidArgument));
-    assert_eq!(h.prefetch(usize::MAX - 1..usize::MAX), Err(AllocError::InvalidArgument));
+    assert_eq!(
+        h.prefetch(cap - 1..cap + 1),
+        Err(AllocError::InvalidArgument)
+    );
+    assert_eq!(
+        h.prefetch(usize::MAX - 1..usize::MAX),
+        Err(AllocError::InvalidArgument)
+    );
 }
