@@ -236,7 +236,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     rescue_full_pages(heap, cls);
   }
   hak_page_queue *q = &heap->pages[cls];
-  hak_page *page = q->first;
+  hak_page *page = q->first, *head = page; /* heap->direct shows `head` */
   while (page != NULL) {
     hak_page *next = page->next;
     hak_page_collect(heap, page);
@@ -246,7 +246,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
         queue_remove(q, page);
         queue_push_front(q, page);
       }
-      set_direct(heap, cls);
+      if (page != head) set_direct(heap, cls);
       return page;
     }
     queue_remove(q, page);

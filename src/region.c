@@ -682,6 +682,7 @@ API int hak_region_alloc(size_t bytes, struct hak_region *out) {
     if (s == NULL) s = steal(tc, c);
     if (s == NULL) s = refill(c);
     if (s == NULL) return ENOMEM;
+    bg_ensure(); /* e.g. in a forked child, which starts without the thread */
   }
   uint64_t w = atomic_load_explicit(&s->word, memory_order_relaxed);
   count_state(tc, c, word_state(w) == ST_DIRTY, -1);
