@@ -59,7 +59,11 @@ static void warn_value(const struct option_spec *s, const char *env, const char 
   PUT("..");
   n += fmt_long(line + n, s->max);
   PUT("); using ");
-  n += fmt_long(line + n, used);
+  if (s->names[0] && used >= 0 && used <= 2 && s->names[used]) {
+    PUT(s->names[used]);
+  } else {
+    n += fmt_long(line + n, used);
+  }
   line[n++] = '\n';
 #undef PUT
   hak_warn_raw(line, n);
@@ -109,6 +113,12 @@ void hak_options_init(void) {
     if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) hak_opts.value[i] = specs[i].preset[profile];
   for (int i = 0; i < HAK_OPT_COUNT; i++)
     if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) read_env((enum hak_option)i);
+  const char *secure = getenv("HAKMEM_SECURE");
+  if (!HAK_SECURE && secure != NULL && strcmp(secure, "0") != 0) {
+    static const char msg[] = "hakmem: HAKMEM_SECURE is set but this is the default build; hardened mode is "
+                              "libhakmem-secure.so (hakmem run --secure)\n";
+    hak_warn_raw(msg, sizeof msg - 1);
+  }
 }
 
 HAK_API long hak_option_get(enum hak_option option) {
