@@ -159,7 +159,8 @@ int hak_region_prefetch(const struct hak_region *region, size_t offset, size_t l
 struct hak_region_config {
   bool enabled;                    /**< false: hak_region_alloc returns ENOTSUP */
   uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread */
-  size_t release_bytes_per_tick;   /**< most dirty bytes the background thread releases per period */
+  size_t release_bytes_per_tick;   /**< dirty bytes the background thread releases per period (at
+                                        least one region, so regions bigger than this still progress) */
   bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once */
   size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache */
   uint32_t growth_dampener;        /**< a new area holds max(1, regions_in_class >> dampener) regions */
