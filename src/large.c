@@ -103,7 +103,8 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t need = page_round(off + size), map_align = map_align_for(off);
+  /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
+  size_t need = page_round(off + (size ? size : 1)), map_align = map_align_for(off);
   hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
   if (h != NULL) {
     atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);

@@ -114,7 +114,8 @@ static void scenario(enum kind kind, size_t size, size_t align) {
   release(name, again, size);
   printf("%s: %zu blocks (%zu MiB) before ENOMEM, %zu again after freeing\n", name, first,
          first * size / MIB, again);
-  check(first * size >= headroom / 8, name, "less than 1/8 of the headroom usable after the earlier scenarios freed all their blocks");
+  check(first * size >= headroom / 8, name,
+        "less than 1/8 of the headroom usable after the earlier scenarios freed all their blocks");
   check(again >= first / 2, name, "allocation did not work again after freeing");
 }
 
@@ -153,7 +154,8 @@ int main(int argc, char **argv) {
   setvbuf(stdout, outbuf, _IOLBF, sizeof outbuf);
   headroom = (argc > 1 ? strtoull(argv[1], NULL, 10) : 192) * MIB;
   slot_cap = (headroom + 128 * MIB) / 32; /* 64-byte blocks may also fill what the allocator kept mapped */
-  slots = mmap(NULL, slot_cap * sizeof *slots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  slots = mmap(NULL, slot_cap * sizeof *slots, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+               -1, 0);
   if (slots == MAP_FAILED) return 2;
   for (size_t s = 16; s <= 32 * MIB; s *= 4) free(malloc(s)); /* bring every tier up before the limit */
 

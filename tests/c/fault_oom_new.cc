@@ -104,7 +104,8 @@ void scenario(Form form, size_t size, const char *label) {
   release_all(form, again, size, name);
   std::printf("%s: %zu blocks (%zu MiB) before failure, %zu again after delete\n", name, first,
               first * size / kMiB, again);
-  check(first * size >= headroom / 8, name, "less than 1/8 of the headroom usable after the earlier scenarios freed all their blocks");
+  check(first * size >= headroom / 8, name,
+        "less than 1/8 of the headroom usable after the earlier scenarios freed all their blocks");
   check(again >= first / 2, name, "allocation did not work again after delete");
 }
 
