@@ -17,6 +17,7 @@
 hak_page hak_page_empty;
 hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
 __thread hak_heap *hak_tls_heap = &hak_heap_empty;
+static __thread bool tls_heap_done; /* this thread's heap was abandoned at thread exit */
 
 static struct {
   pthread_mutex_t lock;
@@ -127,6 +128,12 @@ hak_heap *hak_heap_for_thread(void) {
   /* may allocate (glibc, keys >= 32): the heap is already in place, so that is a normal allocation */
   if (heaps.key_ready) pthread_setspecific(heaps.key, heap);
   return heap;
+}
+
+hak_heap *hak_heap_for_counting(void) {
+  if (tls_heap_done) return &hak_heap_empty;
+  hak_heap *heap = hak_heap_for_thread();
+  return heap != NULL ? heap : &hak_heap_empty;
 }
 
 /* ---- Empty pages and maintenance ----------------------------------------------------------------- */
@@ -376,6 +383,7 @@ void hak_heap_thread_done(void *arg) {
   heap_reset(heap);
   atomic_fetch_add_explicit(&heaps.exited, 1, memory_order_relaxed);
   if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
+  tls_heap_done = true;
   pthread_mutex_lock(&heaps.lock);
   heap->in_use = false;
   pthread_mutex_unlock(&heaps.lock);

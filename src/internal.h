@@ -100,23 +100,26 @@ typedef struct hak_heap hak_heap;
 /* A run of slices holding blocks of one class. Hot fields first: the allocation fast path touches only
  * the first cache line. */
 typedef struct hak_page {
+  /* First cache line: written by the owner only. The malloc and local-free fast paths touch nothing else. */
   hak_block *free;          /* ready to allocate */
-  uint32_t used;            /* blocks allocated and not (locally or collected) freed */
-  uint32_t block_size;      /* class size */
   hak_block *local_free;    /* freed by the owner */
+  uint32_t used;            /* blocks allocated and not (locally or collected) freed */
+  uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
+  uint32_t capacity;        /* blocks carved so far */
+  uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint8_t in_full;          /* in the heap's full list */
+  uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
+  uint8_t is_empty_listed;  /* counted in heap->empty_pages */
+  uint32_t empty_since;     /* heap->slow_events when the page last became empty */
+  struct hak_page *next, *prev;
+  /* Second cache line: what other threads touch — the remote list, and fields fixed while the page is in
+   * use — so remote frees do not bounce the owner's hot line. */
+  _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks | REMOTE_* state */
+  uint8_t *start;           /* first block */
+  uint32_t block_size;      /* class size */
+  uint32_t reserved;        /* blocks that fit in the page */
   uint8_t size_class;
   uint8_t slice_count;      /* 0 when the page is not in use */
-  uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
-  uint32_t capacity;        /* blocks carved so far */
-  _Atomic uintptr_t remote; /* remote-freed blocks | REMOTE_* state */
-  uint8_t *start;           /* first block */
-  uint32_t reserved;        /* blocks that fit in the page */
-  uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
-  uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
-  uint32_t empty_since;     /* heap->slow_events when the page last became empty */
-  uint8_t is_empty_listed;  /* counted in heap->empty_pages */
-  struct hak_page *next, *prev;
   uintptr_t key;            /* hardened builds: free-list and canary key */
 } __attribute__((aligned(128))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
@@ -154,7 +157,6 @@ struct hak_heap {
   hak_page *direct[HAK_DIRECT_COUNT];  /* request size / 16 -> current page of its class */
   hak_page_queue pages[HAK_CLASS_COUNT];
   hak_page_queue full[HAK_CLASS_COUNT];
-  _Atomic uint64_t full_notified;      /* classes whose full list got remote frees */
   uint64_t empty_classes;              /* classes with empty pages kept in their queue */
   uint32_t empty_pages;
   uint32_t slow_events;                /* slow-path visits, the heap's clock for page retirement */
@@ -168,6 +170,8 @@ struct hak_heap {
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
   bool in_use;
+  /* Written by other threads (remote frees into full pages): last, on a cache line of its own. */
+  _Alignas(64) _Atomic uint64_t full_notified; /* classes whose full list got remote frees */
 };
 
 /* ---- Globals ------------------------------------------------------------------------------------- */
@@ -201,6 +205,9 @@ void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_b
 void hak_heap_thread_done(void *heap);
 void hak_heaps_init_key(void);
 hak_heap *hak_heap_for_thread(void);
+/* The calling thread's heap for counting a free, created if the thread has none and is not exiting;
+ * &hak_heap_empty otherwise. Lets threads that only free count in plain per-thread counters. */
+hak_heap *hak_heap_for_counting(void);
 void hak_heaps_collect(bool force);
 void hak_heaps_lock(void);
 void hak_heaps_unlock(void);

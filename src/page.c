@@ -95,7 +95,7 @@ void hak_page_collect(hak_heap *heap, hak_page *page) {
   page->used_at_flush = page->used;
 }
 
-/* Remote frees by threads that never allocated (they have no heap to count in). */
+/* Remote frees by threads without a heap: exiting threads, or a heap that could not be mapped. */
 static _Atomic uint64_t orphan_remote_frees;
 
 uint64_t hak_orphan_remote_frees(void) { return atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed); }
@@ -111,6 +111,7 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
                                                   (uintptr_t)block | (state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
                                                   memory_order_release, memory_order_relaxed));
+  if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, 1);
   else atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
   if (state == REMOTE_FULL) {
