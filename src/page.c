@@ -33,7 +33,7 @@ bool hak_page_extend(hak_page *page) {
   if (left == 0) return false;
   size_t bs = page->block_size;
   uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / bs);
-  if (n == 0) n = 1;
+  if (n < 4) n = 4;
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bs;
   hak_block *b = (hak_block *)first;

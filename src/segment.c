@@ -33,10 +33,12 @@ static int find_run(uint64_t free_slices, unsigned n) {
   return m ? __builtin_ctzll(m) : -1;
 }
 
+/* Small classes use one slice (64 or more blocks); larger ones a run of slices holding about 32 blocks,
+ * at most 32 slices (2 MiB). */
 static unsigned slices_for_class(unsigned cls) {
   size_t bs = hak_class_size(cls);
-  if (bs <= (8u << 10)) return 1;
-  size_t n = (bs * 8 + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
+  if (bs <= (1u << 10)) return 1;
+  size_t n = (bs * 32 + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
   return n > HAK_MAX_PAGE_SLICES ? HAK_MAX_PAGE_SLICES : (unsigned)n;
 }
 
