@@ -221,7 +221,7 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls) {
   hak_page *page = heap->full[cls].first;
   while (page != NULL) {
     hak_page *next = page->next;
-    if (atomic_load_explicit(&page->remote, memory_order_acquire) & ~(uintptr_t)REMOTE_STATE_MASK) {
+    if (hak_remote_list(atomic_load_explicit(&page->remote, memory_order_acquire)) != NULL) {
       queue_remove(&heap->full[cls], page);
       page->in_full = 0;
       hak_page_clear_full_state(page);

@@ -95,6 +95,18 @@ typedef struct hak_block {
   struct hak_block *next;
 } hak_block;
 
+/* page->remote packs three things in one word, so a remote free is one CAS and the owner learns the
+ * list's length without walking it: bits 48-63 the number of blocks in the list (at most 4096 fit in a
+ * page), bits 2-47 the list head (blocks are 16-byte aligned, below 2^47), bits 0-1 the REMOTE_* state. */
+#define HAK_REMOTE_COUNT_SHIFT 48
+#define HAK_REMOTE_PTR_MASK ((((uintptr_t)1 << 47) - 1) & ~(uintptr_t)REMOTE_STATE_MASK)
+
+static inline hak_block *hak_remote_list(uintptr_t word) { return (hak_block *)(word & HAK_REMOTE_PTR_MASK); }
+static inline uint32_t hak_remote_count(uintptr_t word) { return (uint32_t)(word >> HAK_REMOTE_COUNT_SHIFT); }
+static inline uintptr_t hak_remote_word(hak_block *list, uint32_t count, uintptr_t state) {
+  return ((uintptr_t)count << HAK_REMOTE_COUNT_SHIFT) | (uintptr_t)list | state;
+}
+
 typedef struct hak_heap hak_heap;
 
 /* A run of slices holding blocks of one class. Hot fields first: the allocation fast path touches only
@@ -114,7 +126,7 @@ typedef struct hak_page {
   struct hak_page *next, *prev;
   /* Second cache line: what other threads touch — the remote list, and fields fixed while the page is in
    * use — so remote frees do not bounce the owner's hot line. */
-  _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks | REMOTE_* state */
+  _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
   uint8_t *start;           /* first block */
   uint32_t block_size;      /* class size */
   uint32_t reserved;        /* blocks that fit in the page */

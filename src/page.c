@@ -48,15 +48,23 @@ bool hak_page_extend(hak_page *page) {
   return true;
 }
 
-/* Take the whole remote list, keeping the state bits. */
-static hak_block *take_remote(hak_page *page) {
+/* Take the whole remote list and its length, keeping the state bits. */
+static hak_block *take_remote(hak_page *page, uint32_t *count) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
-  while ((old & ~(uintptr_t)REMOTE_STATE_MASK) != 0) {
+  while (hak_remote_list(old) != NULL) {
     if (atomic_compare_exchange_weak_explicit(&page->remote, &old, old & REMOTE_STATE_MASK, memory_order_acquire,
-                                              memory_order_relaxed))
-      return (hak_block *)(old & ~(uintptr_t)REMOTE_STATE_MASK);
+                                              memory_order_relaxed)) {
+      *count = hak_remote_count(old);
+      return hak_remote_list(old);
+    }
   }
   return NULL;
+}
+
+static hak_block *list_tail(const hak_page *page, hak_block *list) {
+  hak_block *next;
+  while ((next = hak_next_decode(page, list)) != NULL) list = next;
+  return list;
 }
 
 void hak_page_flush_counts(hak_heap *heap, hak_page *page) {
@@ -67,32 +75,27 @@ void hak_page_flush_counts(hak_heap *heap, hak_page *page) {
   page->used_at_flush = page->used;
 }
 
+/* Normally O(1): called when `free` is empty, the owner's list becomes `free` and the remote list
+ * (whose length travels in the remote word) is parked in `local_free`. Lists are walked only when both
+ * places are taken. */
 void hak_page_collect(hak_heap *heap, hak_page *page) {
   hak_page_flush_counts(heap, page);
   if (page->local_free != NULL) {
-    if (page->free == NULL) {
-      page->free = page->local_free;
-    } else {
-      hak_block *tail = page->local_free, *next;
-      while ((next = hak_next_decode(page, tail)) != NULL) tail = next;
-      hak_next_encode(page, tail, page->free);
-      page->free = page->local_free;
-    }
+    if (page->free != NULL) hak_next_encode(page, list_tail(page, page->local_free), page->free);
+    page->free = page->local_free;
     page->local_free = NULL;
   }
-  hak_block *list = take_remote(page);
+  uint32_t n = 0;
+  hak_block *list = take_remote(page, &n);
   if (list == NULL) return;
-  uint32_t n = 1;
-  hak_block *tail = list, *next;
-  while ((next = hak_next_decode(page, tail)) != NULL) {
-    tail = next;
-    n++;
-  }
   if (unlikely(n > page->used)) hak_fatal("double free (remote) detected in page of", list, page->size_class);
-  hak_next_encode(page, tail, page->free);
-  page->free = list;
   page->used -= n;
   page->used_at_flush = page->used;
+  if (page->free == NULL) {
+    page->free = list;
+  } else {
+    page->local_free = list;
+  }
 }
 
 /* Remote frees by threads without a heap: exiting threads, or a heap that could not be mapped. */
@@ -105,12 +108,13 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
   do {
     state = old & REMOTE_STATE_MASK;
-    if (unlikely((uintptr_t)block == (old & ~(uintptr_t)REMOTE_STATE_MASK)))
-      hak_fatal("double free detected of", block, page->size_class);
-    hak_next_encode(page, block, (hak_block *)(old & ~(uintptr_t)REMOTE_STATE_MASK));
-  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
-                                                  (uintptr_t)block | (state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
-                                                  memory_order_release, memory_order_relaxed));
+    hak_block *head = hak_remote_list(old);
+    if (unlikely(block == head)) hak_fatal("double free detected of", block, page->size_class);
+    hak_next_encode(page, block, head);
+  } while (!atomic_compare_exchange_weak_explicit(
+      &page->remote, &old,
+      hak_remote_word(block, hak_remote_count(old) + 1, state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
+      memory_order_release, memory_order_relaxed));
   if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, 1);
   else atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
@@ -123,7 +127,7 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
 bool hak_page_set_full_state(hak_page *page) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
   do {
-    if ((old & ~(uintptr_t)REMOTE_STATE_MASK) != 0) return false; /* frees arrived: not full after all */
+    if (hak_remote_list(old) != NULL) return false; /* frees arrived: not full after all */
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, REMOTE_FULL, memory_order_acq_rel,
                                                   memory_order_relaxed));
   return true;
