@@ -37,7 +37,15 @@ void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited) {
   *exited = atomic_load_explicit(&heaps.exited, memory_order_relaxed);
 }
 
+/* The direct-table entries of each class: [direct_first[c], direct_first[c + 1]). */
+static uint8_t direct_first[HAK_DIRECT_CLASS_MAX + 2];
+
+static void init_direct_ranges(void) {
+  for (unsigned c = 1; c <= HAK_DIRECT_CLASS_MAX + 1; c++) direct_first[c] = (uint8_t)(hak_class_size(c - 1) / 16 + 1);
+}
+
 void hak_heaps_init_key(void) {
+  init_direct_ranges();
   if (pthread_key_create(&heaps.key, hak_heap_thread_done) == 0) heaps.key_ready = true;
 }
 
@@ -83,8 +91,7 @@ static void queue_push_back(hak_page_queue *q, hak_page *page) {
 static void set_direct(hak_heap *heap, unsigned cls) {
   if (cls > HAK_DIRECT_CLASS_MAX) return;
   hak_page *page = heap->pages[cls].first ? heap->pages[cls].first : &hak_page_empty;
-  size_t lo = cls == 0 ? 0 : hak_class_size(cls - 1) / 16 + 1, hi = hak_class_size(cls) / 16;
-  for (size_t i = lo; i <= hi; i++) heap->direct[i] = page;
+  for (unsigned i = direct_first[cls]; i < direct_first[cls + 1]; i++) heap->direct[i] = page;
 }
 
 /* ---- Creation ------------------------------------------------------------------------------------ */

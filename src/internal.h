@@ -253,7 +253,7 @@ void hak_segments_after_fork_child(void);
 uint64_t hak_segments_reclaimed(void);
 
 static inline hak_page *hak_segment_page_of(hak_segment *seg, const void *p) {
-  size_t slice = ((uintptr_t)p - (uintptr_t)seg) >> HAK_SLICE_SHIFT;
+  size_t slice = ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1);
   return &seg->pages[seg->slice_page[slice]];
 }
 
