@@ -7,12 +7,12 @@
 
 #define HAK_DIRECT_CLASS_MAX 19 /* class of 1024 bytes: classes 0..19 are reachable from heap->direct */
 
-/* Self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0): starts here, doubles (up to the max) when a
- * class that just handed a page back needs a new one, and shrinks by a quarter (down to the min) after
- * a pass with no such thrash. */
+/* Self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0): starts here; doubles (up to the max) when a
+ * class that just handed a page back needs a new one, or when a pass found nothing to do; shrinks by a
+ * quarter (down to the min) while empty pages or purges wait and nothing thrashes. */
 #define AUTO_INTERVAL_START 64
-#define AUTO_INTERVAL_MIN 8
-#define AUTO_INTERVAL_MAX 65536
+#define AUTO_INTERVAL_MIN 16
+#define AUTO_INTERVAL_MAX 4096
 
 hak_page hak_page_empty;
 hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
@@ -108,6 +108,7 @@ static void heap_reset(hak_heap *heap) {
   heap->auto_interval = AUTO_INTERVAL_START;
   heap->thrash_events = 0;
   heap->retired_classes = 0;
+  heap->work_pending = false;
   heap->segments = NULL;
   heap->segment_count = 0;
 }
@@ -196,7 +197,7 @@ static void retire_empty_pages(hak_heap *heap, uint32_t age, bool all) {
 static void heap_maintain(hak_heap *heap, bool force) {
   long interval = hak_opts.value[HAK_OPT_DRAIN_INTERVAL];
   if (interval == 0) {
-    if (heap->thrash_events > 0) {
+    if (heap->thrash_events > 0 || !heap->work_pending) {
       heap->auto_interval = heap->auto_interval * 2 > AUTO_INTERVAL_MAX ? AUTO_INTERVAL_MAX : heap->auto_interval * 2;
     } else {
       uint32_t smaller = heap->auto_interval - heap->auto_interval / 4;
@@ -215,7 +216,12 @@ static void heap_maintain(hak_heap *heap, bool force) {
   }
   if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
   uint64_t now = hak_clock_ms();
-  for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) hak_segment_purge(seg, now, force);
+  bool purge_pending = false;
+  for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
+    hak_segment_purge(seg, now, force);
+    purge_pending |= seg->purge_due_ms != 0;
+  }
+  heap->work_pending = purge_pending || heap->empty_pages != 0;
   hak_segment_cache_collect(false);
   hak_large_collect(false);
 }

@@ -175,6 +175,7 @@ struct hak_heap {
   uint32_t next_maintenance;           /* slow_events value of the next maintenance pass */
   uint32_t auto_interval;              /* self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0) */
   uint32_t thrash_events;              /* since the last pass: new pages for a class that just retired one */
+  bool work_pending;                   /* the last pass left empty pages or purges waiting */
   uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
