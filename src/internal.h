@@ -133,6 +133,7 @@ typedef struct hak_page {
   uint8_t size_class;
   uint8_t slice_count;      /* 0 when the page is not in use */
   uintptr_t key;            /* hardened builds: free-list and canary key */
+  uint64_t block_reciprocal; /* ceil(2^32 / block_size): offset / block_size by a multiply (hardened) */
 } __attribute__((aligned(128))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
 typedef struct hak_segment {
@@ -281,11 +282,19 @@ void hak_large_after_fork_child(void);
 void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees);
 
 /* ---- Hardened-mode block helpers ------------------------------------------------------------------ */
+/* Whether `p` is the start of a block of `page` (carved or not). Offsets within a page are below 2^21
+ * and block sizes at least 16, so the multiply by the rounded-up reciprocal gives the exact quotient. */
+static inline bool hak_page_is_block_start(const hak_page *page, uintptr_t p) {
+  uintptr_t off = p - (uintptr_t)page->start;
+  if (p < (uintptr_t)page->start || off >= (uintptr_t)page->reserved * page->block_size) return false;
+  uint64_t index = ((uint64_t)off * page->block_reciprocal) >> 32;
+  return index * page->block_size == off;
+}
+
 static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
 #if HAK_SECURE
-  uintptr_t next = (uintptr_t)b->next ^ page->key ^ (uintptr_t)b, off = next - (uintptr_t)page->start;
-  if (next != 0 && (next < (uintptr_t)page->start || off >= (uintptr_t)page->capacity * page->block_size ||
-                    off % page->block_size != 0))
+  uintptr_t next = (uintptr_t)b->next ^ page->key ^ (uintptr_t)b;
+  if (next != 0 && !hak_page_is_block_start(page, next))
     hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
   return (hak_block *)next;
 #else
