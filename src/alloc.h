@@ -66,11 +66,23 @@ static inline void *hak_malloc_inline(size_t size) {
 __attribute__((noinline, cold)) void hak_free_other(void *p);
 
 #if HAK_SECURE
-void hak_secure_check_free(hak_segment *seg, hak_page *page, hak_block *b);
+/* Report a freed pointer that is not the start of an allocated block of its page (secure.c). */
+__attribute__((noreturn, cold)) void hak_secure_bad_pointer(const hak_page *page, const hak_block *b);
+
+/* Hardened builds, on every free: the pointer starts a block of a page in use, the block is not already
+ * free (freed-block tag), and its canary is intact (no overflow into the neighbour). */
+static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
+  if (unlikely(page->slice_count == 0 || !hak_page_is_block_start(page, (uintptr_t)b))) hak_secure_bad_pointer(page, b);
+  uintptr_t *words = (uintptr_t *)b, tag = HAK_FREED_TAG ^ page->key;
+  if (unlikely(words[1] == tag)) hak_fatal("double free detected of", b, page->size_class);
+  uintptr_t *canary = (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
+  if (unlikely(*canary != hak_canary(page, b))) hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
+  words[1] = tag;
+}
 #endif
 
 /* free. */
-static inline void hak_free_inline(void *p) {
+static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
   if (unlikely(hak_pagemap_get(p) != (void *)seg || p == NULL)) {
     hak_free_other(p);
@@ -79,7 +91,7 @@ static inline void hak_free_inline(void *p) {
   hak_page *page = hak_segment_page_of(seg, p);
   hak_block *b = (hak_block *)p;
 #if HAK_SECURE
-  hak_secure_check_free(seg, page, b);
+  hak_secure_check_free(page, b);
 #endif
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
