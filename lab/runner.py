@@ -128,6 +128,7 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
                 timed_out.set()
                 proc.kill()
             watchdog = threading.Timer(timeout, expire)
+            watchdog.daemon = True  # a Ctrl-C landing before the try below must not keep the lab alive
             watchdog.start()
         sampler = None
         if rss_interval:
