@@ -133,7 +133,8 @@ typedef struct hak_page {
   uint8_t size_class;
   uint8_t slice_count;      /* 0 when the page is not in use */
   uintptr_t key;            /* hardened builds: free-list and canary key */
-  uint64_t block_reciprocal; /* ceil(2^32 / block_size): offset / block_size by a multiply (hardened) */
+  uint32_t block_reciprocal; /* ceil(2^32 / block_size): offset / block_size by a multiply (hardened) */
+  uint32_t span;             /* reserved * block_size: bytes of the page that hold blocks */
 } __attribute__((aligned(128))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
 typedef struct hak_segment {
@@ -285,9 +286,9 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
 /* Whether `p` is the start of a block of `page` (carved or not). Offsets within a page are below 2^21
  * and block sizes at least 16, so the multiply by the rounded-up reciprocal gives the exact quotient. */
 static inline bool hak_page_is_block_start(const hak_page *page, uintptr_t p) {
-  uintptr_t off = p - (uintptr_t)page->start;
-  if (p < (uintptr_t)page->start || off >= (uintptr_t)page->reserved * page->block_size) return false;
-  uint64_t index = ((uint64_t)off * page->block_reciprocal) >> 32;
+  uintptr_t off = p - (uintptr_t)page->start; /* wraps to a huge value when p < start */
+  if (off >= page->span) return false;
+  uint64_t index = (off * page->block_reciprocal) >> 32;
   return index * page->block_size == off;
 }
 

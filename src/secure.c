@@ -6,7 +6,7 @@
 #if HAK_SECURE
 void hak_secure_bad_pointer(const hak_page *page, const hak_block *b) {
   if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", b, -1);
-  if ((uintptr_t)b - (uintptr_t)page->start >= (uintptr_t)page->reserved * page->block_size)
+  if ((uintptr_t)b - (uintptr_t)page->start >= page->span)
     hak_fatal("free of a pointer that is not an allocated block:", b, page->size_class);
   hak_fatal("free of an interior pointer", b, page->size_class);
 }
