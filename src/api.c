@@ -124,8 +124,8 @@ HAK_API int hak_posix_memalign(void **out, size_t alignment, size_t size) {
 }
 
 HAK_API void *hak_memalign(size_t alignment, size_t size) {
-  if (alignment > ((size_t)1 << 62)) {
-    errno = EINVAL;
+  if (alignment > ((size_t)1 << 62)) { /* glibc: cannot be satisfied */
+    errno = ENOMEM;
     return NULL;
   }
   size_t a = 16;

@@ -27,9 +27,27 @@ static struct {
   _Atomic uint64_t started, exited;
 } heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-void hak_heaps_lock(void) { pthread_mutex_lock(&heaps.lock); }
-void hak_heaps_unlock(void) { pthread_mutex_unlock(&heaps.lock); }
-void hak_heaps_after_fork_child(void) { pthread_mutex_init(&heaps.lock, NULL); }
+/* Allocations by a thread whose heap was already abandoned at exit (a destructor of another key that runs
+ * after ours) come from one shared heap under a mutex: a heap made for such a thread could never be
+ * abandoned, since the thread's destructors are over. Blocks from it are freed through the remote path. */
+static struct {
+  pthread_mutex_t lock;
+  hak_heap *heap;
+} late = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+/* Lock order: late, heaps, then the segment and large-cache locks. */
+void hak_heaps_lock(void) {
+  pthread_mutex_lock(&late.lock);
+  pthread_mutex_lock(&heaps.lock);
+}
+void hak_heaps_unlock(void) {
+  pthread_mutex_unlock(&heaps.lock);
+  pthread_mutex_unlock(&late.lock);
+}
+void hak_heaps_after_fork_child(void) {
+  pthread_mutex_init(&heaps.lock, NULL);
+  pthread_mutex_init(&late.lock, NULL);
+}
 hak_heap *hak_heaps_first(void) { return heaps.all; }
 
 void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited) {
@@ -113,8 +131,8 @@ static void heap_reset(hak_heap *heap) {
   heap->segment_count = 0;
 }
 
-hak_heap *hak_heap_for_thread(void) {
-  hak_init();
+/* A heap from the pool (or freshly mapped), reset and marked in use; NULL if none could be mapped. */
+static hak_heap *heap_acquire(void) {
   pthread_mutex_lock(&heaps.lock);
   hak_heap *heap = heaps.all;
   while (heap != NULL && heap->in_use) heap = heap->next_all;
@@ -130,8 +148,15 @@ hak_heap *hak_heap_for_thread(void) {
   pthread_mutex_unlock(&heaps.lock);
   if (heap == NULL) return NULL;
   heap_reset(heap);
-  atomic_fetch_add_explicit(&heaps.started, 1, memory_order_relaxed);
   heap->random = (uint64_t)(uintptr_t)heap ^ (hak_clock_ms() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)__builtin_ia32_rdtsc();
+  return heap;
+}
+
+hak_heap *hak_heap_for_thread(void) {
+  hak_init();
+  hak_heap *heap = heap_acquire();
+  if (heap == NULL) return NULL;
+  atomic_fetch_add_explicit(&heaps.started, 1, memory_order_relaxed);
   hak_tls_heap = heap;
   /* may allocate (glibc, keys >= 32): the heap is already in place, so that is a normal allocation */
   if (heaps.key_ready) pthread_setspecific(heaps.key, heap);
@@ -270,6 +295,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
       return page;
     }
     queue_remove(q, page);
+    unnote_empty(heap, page);
     if (hak_page_set_full_state(page)) {
       page->in_full = 1;
       queue_push_front(&heap->full[cls], page);
@@ -293,8 +319,20 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
   return page;
 }
 
+static void *late_alloc(unsigned cls) {
+  void *p = NULL;
+  pthread_mutex_lock(&late.lock);
+  if (late.heap == NULL) late.heap = heap_acquire();
+  hak_page *page = late.heap != NULL ? find_page(late.heap, cls) : NULL;
+  if (page != NULL) p = hak_page_pop(late.heap, page);
+  pthread_mutex_unlock(&late.lock);
+  if (p == NULL) errno = ENOMEM;
+  return p;
+}
+
 void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
   if (unlikely(heap == &hak_heap_empty)) {
+    if (tls_heap_done) return late_alloc(cls);
     heap = hak_heap_for_thread();
     if (heap == NULL) {
       errno = ENOMEM;
@@ -409,12 +447,25 @@ void hak_heap_flush_counts(hak_heap *heap) {
   }
 }
 
+/* Collect every page of the heap, full ones included, and note the pages that turned out empty (remote
+ * frees make pages empty without the owner noticing until it looks). */
+static void collect_all_pages(hak_heap *heap) {
+  for (unsigned cls = 0; cls < HAK_CLASS_COUNT; cls++) {
+    rescue_full_pages(heap, cls);
+    for (hak_page *page = heap->pages[cls].first; page != NULL; page = page->next) {
+      hak_page_collect(heap, page);
+      if (page->used == 0) note_empty(heap, page);
+    }
+  }
+}
+
 void hak_heaps_collect(bool force) {
   hak_heap *heap = hak_tls_heap;
   if (heap != &hak_heap_empty) {
     if (force) {
       hak_segment *seg;
       while ((seg = hak_segment_reclaim_one()) != NULL) hak_heap_adopt(heap, seg);
+      collect_all_pages(heap);
     }
     heap_maintain(heap, force);
     if (force) {

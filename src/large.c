@@ -223,12 +223,14 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
   if (target == NULL) return NULL;
   size_t old_size = h->map_size;
   void *old_user = h->user;
+  /* forget the old chunk before the old range is gone, so a mapping made there meanwhile keeps its entry */
+  hak_pagemap_set(old_user, NULL);
   hak_large *moved = hak_os_remap(h, old_size, need, target);
   if (moved == NULL) {
+    hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
     hak_os_unmap(target, need, true);
     return NULL;
   }
-  hak_pagemap_set(old_user, NULL);
   moved->map_size = need;
   moved->user = NULL;
   if (!place_user(moved, (uint8_t *)moved + off)) hak_fatal("out of memory for the page map at", moved, -1);

@@ -50,6 +50,7 @@ void *hak_os_map(size_t size, size_t align, bool huge) {
     errno = ENOMEM;
     return NULL;
   }
+  int saved = errno; /* a refused hint must not change errno of a call that succeeds */
   void *p = NULL;
   if (align <= HAK_OS_PAGE) {
     p = raw_map(NULL, size);
@@ -70,6 +71,7 @@ void *hak_os_map(size_t size, size_t align, bool huge) {
     }
   }
   if (p == NULL) return NULL;
+  errno = saved;
   if (huge) hak_os_advise(p, size, MADV_HUGEPAGE);
   atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
   count_commit((int64_t)size);
@@ -84,9 +86,12 @@ void hak_os_unmap(void *addr, size_t size, bool committed) {
 
 int hak_os_advise(void *addr, size_t size, int advice) {
   atomic_fetch_add_explicit(&hak_os_counters.madvise_calls, 1, memory_order_relaxed);
+  int saved = errno;
   if (madvise(addr, size, advice) == 0) return 0;
+  int err = errno;
+  errno = saved; /* advice is best effort: a failure must not show through malloc or free */
   atomic_fetch_add_explicit(&hak_os_counters.madvise_errors, 1, memory_order_relaxed);
-  return errno;
+  return err;
 }
 
 int hak_os_purge(void *addr, size_t size, bool lazy) {

@@ -105,8 +105,14 @@ static _Atomic uint64_t orphan_remote_frees;
 
 uint64_t hak_orphan_remote_frees(void) { return atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed); }
 
+/* Once the CAS has published the block, the owner may collect it, free the page and unmap the segment
+ * at any moment: everything needed from the page and segment is read before, and afterwards only heap
+ * structures (never unmapped) are touched. */
 void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
   if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
+  if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
+  hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
+  uint64_t class_bit = (uint64_t)1 << page->size_class;
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
   do {
     state = old & REMOTE_STATE_MASK;
@@ -117,13 +123,12 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
       &page->remote, &old,
       hak_remote_word(block, hak_remote_count(old) + 1, state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
       memory_order_release, memory_order_relaxed));
-  if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, 1);
   else atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
-  if (state == REMOTE_FULL) {
-    hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-    if (owner != NULL) atomic_fetch_or_explicit(&owner->full_notified, (uint64_t)1 << page->size_class, memory_order_release);
-  }
+  /* An owner read before the CAS may be stale (the segment changed hands in a window of a few
+   * instructions); a stray bit is harmless, and the new owner still collects the page at its next forced
+   * collection (hak_collect(true), malloc_trim) or when its thread exits. */
+  if (state == REMOTE_FULL && owner != NULL) atomic_fetch_or_explicit(&owner->full_notified, class_bit, memory_order_release);
 }
 
 bool hak_page_set_full_state(hak_page *page) {
