@@ -16,11 +16,11 @@ static inline uintptr_t hak_canary(const hak_page *page, const void *block) {
   return page->key ^ (uintptr_t)block ^ (uintptr_t)0xa5c3a5c3a5c3a5c3ull;
 }
 
-/* Hardened builds: check the popped block and arm its canary. */
+/* Hardened builds: clear the freed-block tag of a popped block (it came through hak_next_decode or
+ * carving, so it is a block start). Canaries are written when blocks are carved and stay in place; only
+ * in 16-byte blocks does the tag share the canary's word, so there the canary is written again. */
 static inline void *hak_secure_on_alloc(hak_page *page, hak_block *b) {
-  ((uintptr_t *)b)[1] = 0; /* the block came through hak_next_decode or carving: it is a block start */
-  uintptr_t *canary = (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
-  *canary = hak_canary(page, b);
+  ((uintptr_t *)b)[1] = page->block_size == 2 * sizeof(uintptr_t) ? hak_canary(page, b) : 0;
   return b;
 }
 #endif

@@ -38,6 +38,12 @@ bool hak_page_extend(hak_page *page) {
   if (n < 4) n = 4;
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bs;
+#if HAK_SECURE
+  for (uint32_t i = 0; i < n; i++) {
+    uint8_t *block = first + (size_t)i * bs;
+    *(uintptr_t *)(block + bs - HAK_CANARY_SIZE) = hak_canary(page, block);
+  }
+#endif
   hak_block *b = (hak_block *)first;
   for (uint32_t i = 1; i < n; i++) {
     hak_block *next = (hak_block *)(first + (size_t)i * bs);
