@@ -24,24 +24,6 @@ pub(crate) struct HakRegionConfig {
     pub huge_pages: bool,
 }
 
-/// `struct hak_region_class_stats`.
-#[repr(C)]
-#[derive(Clone, Copy, Default)]
-pub(crate) struct HakRegionClassStats {
-    pub class_bytes: usize,
-    pub areas: u64,
-    pub mapped_bytes: u64,
-    pub free_regions: u64,
-    pub dirty_regions: u64,
-    pub clean_regions: u64,
-    pub allocations: u64,
-    pub slow_path: u64,
-    pub refills: u64,
-    pub frees: u64,
-    pub bytes_released: u64,
-    pub release_errors: u64,
-}
-
 /// `struct hak_stats` (HAK_TIER_COUNT = 3).
 #[repr(C)]
 #[derive(Clone, Copy, Default)]
@@ -84,5 +66,5 @@ extern "C" {
     pub fn hak_region_prefetch(region: *const HakRegion, offset: usize, len: usize) -> i32;
     pub fn hak_region_get_config(out: *mut HakRegionConfig) -> i32;
     pub fn hak_region_configure(cfg: *const HakRegionConfig) -> i32;
-    pub fn hak_region_stats(out: *mut HakRegionClassStats, max: usize) -> usize;
+    pub fn hak_region_stats(out: *mut crate::region::ClassStats, max: usize) -> usize;
 }

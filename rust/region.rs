@@ -244,7 +244,8 @@ pub fn configure(cfg: &Config) -> Result<(), AllocError> {
     check(unsafe { ffi::hak_region_configure(&raw) })
 }
 
-/// Counters of one region class (`struct hak_region_class_stats`).
+/// Counters of one region class (`struct hak_region_class_stats`, same layout: filled by the C side).
+#[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ClassStats {
     /// Capacity of a region of this class.
@@ -281,26 +282,10 @@ pub struct ClassStats {
 /// assert_eq!(stats[1].class_bytes, 4 << 20);
 /// ```
 pub fn stats() -> Vec<ClassStats> {
-    let mut raw = [ffi::HakRegionClassStats::default(); CLASSES];
-    // SAFETY: `raw` has room for CLASSES entries.
+    let mut raw = [ClassStats::default(); CLASSES];
+    // SAFETY: `raw` has room for CLASSES entries of the C struct's layout.
     let n = unsafe { ffi::hak_region_stats(raw.as_mut_ptr(), CLASSES) };
-    raw[..n]
-        .iter()
-        .map(|s| ClassStats {
-            class_bytes: s.class_bytes,
-            areas: s.areas,
-            mapped_bytes: s.mapped_bytes,
-            free_regions: s.free_regions,
-            dirty_regions: s.dirty_regions,
-            clean_regions: s.clean_regions,
-            allocations: s.allocations,
-            slow_path: s.slow_path,
-            refills: s.refills,
-            frees: s.frees,
-            bytes_released: s.bytes_released,
-            release_errors: s.release_errors,
-        })
-        .collect()
+    raw[..n].to_vec()
 }
 
 #[cfg(test)]

@@ -97,7 +97,7 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
     uint32_t used = page->used;
     if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || b == page->local_free)) {
-      hak_free_local_slow(heap, seg, page, b);
+      hak_free_local_slow(heap, page, b);
       return;
     }
     hak_next_encode(page, b, page->local_free);

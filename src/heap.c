@@ -349,8 +349,7 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
 
 /* ---- Free slow path ------------------------------------------------------------------------------ */
 
-void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
-  (void)seg;
+void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
   if (page->used == 0 || block == page->local_free) hak_fatal("double free detected of", block, page->size_class);
   hak_next_encode(page, block, page->local_free);

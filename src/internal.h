@@ -216,7 +216,7 @@ void hak_warn_raw(const char *line, size_t len);
 
 /* ---- Heap (heap.c) ------------------------------------------------------------------------------- */
 void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls);
-void hak_free_local_slow(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block);
+void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block);
 void hak_heap_thread_done(void *heap);
 void hak_heaps_init_key(void);
 hak_heap *hak_heap_for_thread(void);

@@ -90,7 +90,6 @@ int hak_os_advise(void *addr, size_t size, int advice) {
   if (madvise(addr, size, advice) == 0) return 0;
   int err = errno;
   errno = saved; /* advice is best effort: a failure must not show through malloc or free */
-  atomic_fetch_add_explicit(&hak_os_counters.madvise_errors, 1, memory_order_relaxed);
   return err;
 }
 

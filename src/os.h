@@ -14,7 +14,6 @@
 /** Process-wide counters of OS calls and of memory mapped/committed by hakmem. */
 struct hak_os_counters {
   _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls;
-  _Atomic uint64_t madvise_errors;
   _Atomic int64_t mapped_bytes;        /* address space mapped now */
   _Atomic int64_t committed_bytes;     /* mapped and not purged */
   _Atomic int64_t peak_committed_bytes;
