@@ -69,10 +69,10 @@ __attribute__((noinline, cold)) void hak_free_other(void *p);
 /* Report a freed pointer that is not the start of an allocated block of its page (secure.c). */
 __attribute__((noreturn, cold)) void hak_secure_bad_pointer(const hak_page *page, const hak_block *b);
 
-/* Hardened builds, on every free: the pointer starts a block of a page in use, the block is not already
+/* Hardened builds, on every free: the pointer starts a block of a page in use (span is 0 otherwise), the block is not already
  * free (freed-block tag), and its canary is intact (no overflow into the neighbour). */
 static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
-  if (unlikely(page->slice_count == 0 || !hak_page_is_block_start(page, (uintptr_t)b))) hak_secure_bad_pointer(page, b);
+  if (unlikely(!hak_page_is_block_start(page, (uintptr_t)b))) hak_secure_bad_pointer(page, b);
   uintptr_t *words = (uintptr_t *)b, tag = HAK_FREED_TAG ^ page->key;
   if (unlikely(words[1] == tag)) hak_fatal("double free detected of", b, page->size_class);
   uintptr_t *canary = (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
@@ -96,7 +96,8 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
     uint32_t used = page->used;
-    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || b == page->local_free)) {
+    /* the last test catches an immediate double free in default builds; hardened builds found it above */
+    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == page->local_free))) {
       hak_free_local_slow(heap, page, b);
       return;
     }

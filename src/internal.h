@@ -109,10 +109,11 @@ static inline uintptr_t hak_remote_word(hak_block *list, uint32_t count, uintptr
 
 typedef struct hak_heap hak_heap;
 
-/* A run of slices holding blocks of one class. Hot fields first: the allocation fast path touches only
- * the first cache line. */
+/* A run of slices holding blocks of one class, laid out in three cache lines by who writes them, so that
+ * neither the owner's fast paths nor other threads' frees read a line the other side keeps writing. */
 typedef struct hak_page {
-  /* First cache line: written by the owner only. The malloc and local-free fast paths touch nothing else. */
+  /* Line 1, written by the owner only. The default build's malloc and local-free fast paths touch
+   * nothing else. */
   hak_block *free;          /* ready to allocate */
   hak_block *local_free;    /* freed by the owner */
   uint32_t used;            /* blocks allocated and not (locally or collected) freed */
@@ -124,18 +125,19 @@ typedef struct hak_page {
   uint8_t is_empty_listed;  /* counted in heap->empty_pages */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
   struct hak_page *next, *prev;
-  /* Second cache line: what other threads touch — the remote list, and fields fixed while the page is in
-   * use — so remote frees do not bounce the owner's hot line. */
-  _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
-  uint8_t *start;           /* first block */
+  /* Line 2, fixed while the page is in use: read by everyone (the hardened checks of both fast paths, a
+   * remote free), written only when the page is set up or given back. */
+  _Alignas(64) uint8_t *start; /* first block */
   uint32_t block_size;      /* class size */
   uint32_t reserved;        /* blocks that fit in the page */
   uint8_t size_class;
   uint8_t slice_count;      /* 0 when the page is not in use */
   uintptr_t key;            /* hardened builds: free-list and canary key */
-  uint32_t block_reciprocal; /* ceil(2^32 / block_size): offset / block_size by a multiply (hardened) */
-  uint32_t span;             /* reserved * block_size: bytes of the page that hold blocks */
-} __attribute__((aligned(128))) hak_page; /* a power of two: the page of a slice is found with a shift */
+  uint32_t span;            /* reserved * block_size: bytes of the page that hold blocks; 0 when not in use */
+  uint64_t divisor_magic;   /* floor((2^64 - 1) / block_size) + 1: divisibility by one multiply (hardened) */
+  /* Line 3, written by other threads: the remote list. */
+  _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
+} __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
 typedef struct hak_segment {
   uint32_t kind;                     /* HAK_KIND_SEGMENT */
@@ -283,19 +285,18 @@ void hak_large_after_fork_child(void);
 void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees);
 
 /* ---- Hardened-mode block helpers ------------------------------------------------------------------ */
-/* Whether `p` is the start of a block of `page` (carved or not). Offsets within a page are below 2^21
- * and block sizes at least 16, so the multiply by the rounded-up reciprocal gives the exact quotient. */
+/* Whether `p` is the start of a block of `page` (carved or not). The offset is below 2^32, so it is a
+ * multiple of the block size exactly when its product with divisor_magic, modulo 2^64, is below the magic
+ * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019): one multiply, no division. */
 static inline bool hak_page_is_block_start(const hak_page *page, uintptr_t p) {
   uintptr_t off = p - (uintptr_t)page->start; /* wraps to a huge value when p < start */
-  if (off >= page->span) return false;
-  uint64_t index = (off * page->block_reciprocal) >> 32;
-  return index * page->block_size == off;
+  return (off < page->span) & (off * page->divisor_magic < page->divisor_magic); /* one branch for the caller */
 }
 
 static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
 #if HAK_SECURE
   uintptr_t next = (uintptr_t)b->next ^ page->key ^ (uintptr_t)b;
-  if (next != 0 && !hak_page_is_block_start(page, next))
+  if (unlikely(!((next == 0) | hak_page_is_block_start(page, next))))
     hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
   return (hak_block *)next;
 #else

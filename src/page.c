@@ -21,7 +21,7 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   atomic_store_explicit(&page->remote, 0, memory_order_relaxed);
   page->start = (uint8_t *)seg + ((size_t)slice << HAK_SLICE_SHIFT);
   page->reserved = (uint32_t)(((size_t)slices << HAK_SLICE_SHIFT) / bs);
-  page->block_reciprocal = (uint32_t)((((uint64_t)1 << 32) + bs - 1) / bs);
+  page->divisor_magic = UINT64_MAX / bs + 1;
   page->span = page->reserved * (uint32_t)bs;
   page->allocs = 0;
   page->used_at_flush = 0;

@@ -162,6 +162,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   hak_segment *seg = (hak_segment *)((uintptr_t)page & ~(HAK_SEGMENT_SIZE - 1));
   unsigned at = (unsigned)(page - seg->pages), n = page->slice_count;
   page->slice_count = 0;
+  page->span = 0;
   page->free = page->local_free = NULL;
   for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)i;
   uint64_t bits = run_mask(at, n);
