@@ -149,6 +149,7 @@ typedef struct hak_segment {
   uint64_t purge_due_ms;             /* when dirty free slices may be purged (0: nothing pending) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
   uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
+  uint8_t slice_class[HAK_SLICES];   /* class of the last page on the slice (meaningful while it is dirty) */
   hak_page pages[HAK_SLICES];        /* descriptor of the page starting at each slice */
 } hak_segment;
 

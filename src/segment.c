@@ -88,18 +88,23 @@ static void segment_unmap(hak_segment *seg) {
   hak_os_unmap(seg, HAK_SEGMENT_SIZE, true);
 }
 
-void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
-  uint64_t dirty = seg->dirty_slices & seg->free_slices;
-  if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
+/* Return the free slices in `slices` to the OS, a system call per contiguous run. */
+static void purge_slices(hak_segment *seg, uint64_t slices) {
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
-  while (dirty) {
-    unsigned at = (unsigned)__builtin_ctzll(dirty);
-    uint64_t run = ~(dirty >> at);
+  while (slices) {
+    unsigned at = (unsigned)__builtin_ctzll(slices);
+    uint64_t run = ~(slices >> at);
     unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - at;
     if (hak_os_purge((uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT), (size_t)n << HAK_SLICE_SHIFT, lazy) == 0)
       seg->purged_slices |= run_mask(at, n);
-    dirty &= ~run_mask(at, n);
+    slices &= ~run_mask(at, n);
   }
+}
+
+void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
+  uint64_t dirty = seg->dirty_slices & seg->free_slices;
+  if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
+  purge_slices(seg, dirty);
   seg->dirty_slices = 0;
   seg->purge_due_ms = 0;
 }
@@ -125,12 +130,45 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   return page;
 }
 
+/* Free slices still holding pages that blocks of class `cls` touched (not purged since). */
+static uint64_t dirty_slices_of_class(const hak_segment *seg, unsigned cls) {
+  uint64_t dirty = seg->free_slices & seg->dirty_slices, same = 0;
+  while (dirty) {
+    unsigned i = (unsigned)__builtin_ctzll(dirty);
+    dirty &= dirty - 1;
+    if (seg->slice_class[i] == cls) same |= (uint64_t)1 << i;
+  }
+  return same;
+}
+
+/* A run of n free slices in one of the heap's segments, chosen so the new page adds as little resident
+ * memory as it can: first slices that blocks of the same class left dirty (their touched pages line up
+ * with the new blocks), then clean slices (never used, or purged), then any. In that last case, for
+ * blocks larger than an OS page, the dirty part is purged first unless memory is never returned
+ * (HAKMEM_PURGE_DELAY_MS=-1): the old blocks' touched pages would otherwise stay resident between the
+ * new blocks' touched ones. */
+static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned n) {
+  /* blocks of a page or less touch every OS page of their slices as they are carved: no purge helps */
+  bool sparse = hak_class_size(cls) > HAK_OS_PAGE;
+  for (int pass = 0; pass < 3; pass++) {
+    for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
+      uint64_t candidates = pass == 0   ? dirty_slices_of_class(seg, cls)
+                            : pass == 1 ? seg->free_slices & ~seg->dirty_slices
+                                        : seg->free_slices;
+      int at = find_run(candidates, n);
+      if (at < 0) continue;
+      uint64_t stale = run_mask((unsigned)at, n) & seg->dirty_slices;
+      if (pass == 2 && stale && sparse && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] >= 0) purge_slices(seg, stale);
+      return take_page(heap, seg, (unsigned)at, n, cls);
+    }
+  }
+  return NULL;
+}
+
 hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls) {
   unsigned n = slices_for_class(cls);
-  for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
-    int at = find_run(seg->free_slices, n);
-    if (at >= 0) return take_page(heap, seg, (unsigned)at, n, cls);
-  }
+  hak_page *page = page_from_owned_segments(heap, cls, n);
+  if (page != NULL) return page;
   hak_segment *seg;
   while ((seg = hak_segment_reclaim_one()) != NULL) {
     hak_heap_adopt(heap, seg);
@@ -147,10 +185,8 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls) {
   if (seg == NULL) seg = segment_map();
   if (seg == NULL) { /* out of memory or address space: give back everything free, then retry once */
     hak_heaps_collect(true);
-    for (seg = heap->segments; seg != NULL; seg = seg->next) {
-      int at = find_run(seg->free_slices, n);
-      if (at >= 0) return take_page(heap, seg, (unsigned)at, n, cls);
-    }
+    page = page_from_owned_segments(heap, cls, n);
+    if (page != NULL) return page;
     seg = segment_map();
     if (seg == NULL) return NULL;
   }
@@ -164,7 +200,10 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   page->slice_count = 0;
   page->span = 0;
   page->free = page->local_free = NULL;
-  for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)i;
+  for (unsigned i = at; i < at + n; i++) {
+    seg->slice_page[i] = (uint8_t)i;
+    seg->slice_class[i] = page->size_class;
+  }
   uint64_t bits = run_mask(at, n);
   seg->free_slices |= bits;
   seg->dirty_slices |= bits;

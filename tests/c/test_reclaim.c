@@ -2,9 +2,12 @@
  *   late:   a thread whose other TSD destructor allocates after hakmem's own ran (a heap made then could
  *           never be abandoned): 200 such threads must not keep a segment each;
  *   trim:   pages emptied only by remote frees, never looked at by their owner again, must be released by
- *           malloc_trim / hak_collect(true).
+ *           malloc_trim / hak_collect(true);
+ *   medium: blocks of 8..32 KiB replaced at random, touched at both ends (the lab's mid_large_mt): pages of
+ *           one class must not land on slices another class left dirty, where the old blocks' touched
+ *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3).
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim */
+ * Usage: test_reclaim late|trim|medium */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -104,6 +107,51 @@ static int check_trim(void) {
   return 0;
 }
 
+/* ---- medium: resident memory of a churning medium working set -------------------------------------- */
+
+static double rss_mib(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (f == NULL || fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  if (f) fclose(f);
+  return (double)resident * 4096.0 / (1024.0 * 1024.0);
+}
+
+static int check_medium(void) {
+  enum { SLOTS = 256, OPS = 3000000 };
+  static char *slot[SLOTS];
+  uint64_t rng = 11;
+  double start = rss_mib();
+  size_t live = 0, live_max = 0;
+  for (int i = 0; i < OPS; i++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    size_t k = (size_t)(rng >> 33) % SLOTS;
+    if (slot[k] != NULL) {
+      free(slot[k]);
+      slot[k] = NULL;
+      live--;
+    } else {
+      size_t size = (8u << 10) + (size_t)(rng >> 20) % (24u << 10);
+      slot[k] = malloc(size);
+      if (slot[k] == NULL) return fprintf(stderr, "FAIL medium: malloc(%zu) failed\n", size), 1;
+      slot[k][0] = 1;
+      slot[k][size - 1] = 2;
+      if (++live > live_max) live_max = live;
+    }
+  }
+  double growth = rss_mib() - start;
+  /* each live block touches 2 OS pages; free blocks in partly used pages and the page descriptors add
+   * about as much again. The old placement needed 10 MiB here. */
+  double allowed = 4.0 * (double)live_max * 8192.0 / (1024.0 * 1024.0) + 1.0;
+  printf("medium: rss growth %.1f MiB with at most %zu blocks live (allowed %.1f MiB)\n", growth, live_max, allowed);
+  for (size_t k = 0; k < SLOTS; k++) free(slot[k]);
+  if (growth > allowed) {
+    fprintf(stderr, "FAIL medium: rss grew by %.1f MiB, more than %.1f MiB\n", growth, allowed);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   stats_get = (int (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -113,6 +161,7 @@ int main(int argc, char **argv) {
   }
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
-  fprintf(stderr, "usage: test_reclaim late|trim\n");
+  if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
+  fprintf(stderr, "usage: test_reclaim late|trim|medium\n");
   return 2;
 }
