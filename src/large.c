@@ -1,7 +1,10 @@
 /* large.c — the large tier: blocks above 512 KiB (or aligned above 64 KiB) get a mapping of their own,
  * 4 MiB-aligned, with a one-page header in front of the block. Freed mappings go to a process-wide
- * cache (most recent first) and serve later requests up to 1.5x smaller without any system call;
- * cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay and unmapped when the
+ * cache (most recent first) and serve later requests up to 1.5x smaller without any system call; a
+ * request that no cached mapping fits takes the nearest one (a larger one, or a smaller one of at least
+ * half its size) and resizes it with mremap, its faulted-in pages coming along, rather than mapping
+ * fresh memory beside a cache that keeps growing.
+ * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay and unmapped when the
  * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit. Realloc grows in place or moves the pages
  * with mremap instead of copying. */
 #include <pthread.h>
@@ -54,17 +57,26 @@ static void large_unmap(hak_large *h) {
   hak_os_unmap(h, h->map_size, true);
 }
 
-/* Smallest cached mapping of need .. 1.5 * need bytes, unlinked; NULL if none. */
+static bool fits(size_t map_size, size_t need) { return map_size >= need && map_size <= need + need / 2; }
+
+/* The cached mapping nearest to `need` bytes, unlinked: the smallest one of at least `need` bytes, or else
+ * the largest if it has at least half of `need`; NULL if there is none. It fits (no resize needed) when
+ * it has need .. 1.5 * need. Growing a smaller mapping saves the faults of its pages and keeps the cache
+ * from filling with mappings too small to serve anything, but every growth faults the new tail in: below
+ * half the request that costs more than it saves (big: 5-25 MiB blocks, docs/notes). */
 static hak_large *cache_take(size_t need) {
   if (atomic_load_explicit(&large.count, memory_order_relaxed) == 0) return NULL;
-  hak_large *best = NULL;
+  hak_large *above = NULL, *below = NULL;
   pthread_mutex_lock(&large.lock);
   for (hak_large *h = large.head; h != NULL; h = h->next) {
-    if (h->map_size >= need && h->map_size <= need + need / 2 && (best == NULL || h->map_size < best->map_size)) {
-      best = h;
+    if (h->map_size >= need) {
+      if (above == NULL || h->map_size < above->map_size) above = h;
       if (h->map_size == need) break;
+    } else if (below == NULL || h->map_size > below->map_size) {
+      below = h;
     }
   }
+  hak_large *best = above != NULL ? above : (below != NULL && below->map_size >= need / 2 ? below : NULL);
   if (best != NULL) cache_unlink(best);
   pthread_mutex_unlock(&large.lock);
   if (best != NULL && best->purged) {
@@ -96,6 +108,34 @@ static bool place_user(hak_large *h, uint8_t *user) {
   return hak_pagemap_set(user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
 }
 
+/* Resize the mapping of h to `need` bytes, in place when the kernel can, else by moving its pages onto a
+ * new mapping with the same alignment; the block keeps its offset and its pagemap entry follows it.
+ * Returns the header (moved or not), or NULL when memory ran out (h unchanged). */
+static hak_large *mapping_resize(hak_large *h, size_t need) {
+  if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
+    h->map_size = need;
+    return h;
+  }
+  if (need < h->map_size) return h; /* shrinking in place failed: keep the larger mapping */
+  size_t off = (size_t)(h->user - (uint8_t *)h);
+  void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
+  if (target == NULL) return NULL;
+  size_t old_size = h->map_size;
+  void *old_user = h->user;
+  /* forget the old chunk before the old range is gone, so a mapping made there meanwhile keeps its entry */
+  hak_pagemap_set(old_user, NULL);
+  hak_large *moved = hak_os_remap(h, old_size, need, target);
+  if (moved == NULL) {
+    hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
+    hak_os_unmap(target, need, true);
+    return NULL;
+  }
+  moved->map_size = need;
+  moved->user = NULL;
+  if (!place_user(moved, (uint8_t *)moved + off)) hak_fatal("out of memory for the page map at", moved, -1);
+  return moved;
+}
+
 void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
   size_t off = user_offset(align);
@@ -106,6 +146,11 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
   size_t need = page_round(off + (size ? size : 1)), map_align = map_align_for(off);
   hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
+  if (h != NULL && !fits(h->map_size, need)) {
+    hak_large *resized = mapping_resize(h, need);
+    if (resized == NULL) large_unmap(h); /* out of memory: give the old mapping back and map afresh */
+    h = resized;
+  }
   if (h != NULL) {
     atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
   } else {
@@ -210,29 +255,7 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
     return NULL;
   }
   size_t need = page_round(off + size);
-  if (need <= h->map_size) {
-    if (need >= h->map_size / 2) return p;
-    if (hak_os_remap(h, h->map_size, need, NULL) != NULL) h->map_size = need;
-    return p;
-  }
-  if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
-    h->map_size = need;
-    return p;
-  }
-  void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
-  if (target == NULL) return NULL;
-  size_t old_size = h->map_size;
-  void *old_user = h->user;
-  /* forget the old chunk before the old range is gone, so a mapping made there meanwhile keeps its entry */
-  hak_pagemap_set(old_user, NULL);
-  hak_large *moved = hak_os_remap(h, old_size, need, target);
-  if (moved == NULL) {
-    hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
-    hak_os_unmap(target, need, true);
-    return NULL;
-  }
-  moved->map_size = need;
-  moved->user = NULL;
-  if (!place_user(moved, (uint8_t *)moved + off)) hak_fatal("out of memory for the page map at", moved, -1);
-  return moved->user;
+  if (need <= h->map_size && need >= h->map_size / 2) return p;
+  hak_large *resized = mapping_resize(h, need);
+  return resized != NULL ? resized->user : NULL;
 }

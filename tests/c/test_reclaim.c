@@ -5,9 +5,11 @@
  *           malloc_trim / hak_collect(true);
  *   medium: blocks of 8..32 KiB replaced at random, touched at both ends (the lab's mid_large_mt): pages of
  *           one class must not land on slices another class left dirty, where the old blocks' touched
- *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3).
+ *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3);
+ *   large:  blocks of 5..25 MiB replaced at random, one byte written every 64 KiB (the lab's big): the
+ *           large cache must not pile up mappings that no request fits.
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium */
+ * Usage: test_reclaim late|trim|medium|large */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -152,6 +154,40 @@ static int check_medium(void) {
   return 0;
 }
 
+/* ---- large: resident memory of a churning set of big blocks ---------------------------------------- */
+
+static int check_large(void) {
+  enum { SLOTS = 20, CYCLES = 2000, STRIDE = 64 << 10 };
+  static char *slot[SLOTS];
+  static size_t slot_size[SLOTS];
+  uint64_t rng = 3;
+  double start = rss_mib(), live_touched_max = 0;
+  for (int i = 0; i < CYCLES; i++) {
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    size_t k = (size_t)(rng >> 33) % SLOTS, size = ((size_t)5 << 20) + (size_t)(rng >> 11) % ((size_t)20 << 20);
+    free(slot[k]);
+    slot[k] = malloc(size);
+    if (slot[k] == NULL) return fprintf(stderr, "FAIL large: malloc(%zu) failed\n", size), 1;
+    for (size_t off = 0; off < size; off += STRIDE) slot[k][off] = 1;
+    slot_size[k] = size;
+    double touched = 0;
+    for (size_t j = 0; j < SLOTS; j++) touched += (double)(slot_size[j] / STRIDE + 1) * 4096.0 / (1024.0 * 1024.0);
+    if (touched > live_touched_max) live_touched_max = touched;
+  }
+  double growth = rss_mib() - start;
+  /* the cache may keep half as much again as the live blocks have touched; the cache that served only
+   * requests it fitted without a resize kept 80 % more here (36 MiB) */
+  double allowed = 1.5 * live_touched_max;
+  printf("large: rss growth %.1f MiB, live blocks touched at most %.1f MiB (allowed %.1f MiB)\n", growth,
+         live_touched_max, allowed);
+  for (size_t k = 0; k < SLOTS; k++) free(slot[k]);
+  if (growth > allowed) {
+    fprintf(stderr, "FAIL large: rss grew by %.1f MiB, more than %.1f MiB\n", growth, allowed);
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   stats_get = (int (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -162,6 +198,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium\n");
+  if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large\n");
   return 2;
 }
