@@ -272,6 +272,8 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls) {
   set_direct(heap, cls);
 }
 
+static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_page *head);
+
 static hak_page *find_page(hak_heap *heap, unsigned cls) {
   heap->slow_events++;
   if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
@@ -282,6 +284,36 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
   }
   hak_page_queue *q = &heap->pages[cls];
   hak_page *page = q->first, *head = page; /* heap->direct shows `head` */
+  for (;;) {
+    hak_page *found = scan_queue(heap, cls, page, head);
+    if (found != NULL) return found;
+    page = hak_segment_page_alloc(heap, cls, false);
+    if (page != NULL) break;
+    /* No room in the heap's segments: take a segment of an exited thread. Its pages join the queues,
+     * and one of this class with free blocks is used before a new page is carved anywhere. */
+    hak_segment *seg = hak_segment_reclaim_one();
+    if (seg == NULL) {
+      page = hak_segment_page_alloc(heap, cls, true);
+      break;
+    }
+    hak_heap_adopt(heap, seg);
+    page = head = q->first;
+  }
+  if (heap->retired_classes & bit) heap->thrash_events++;
+  if (page == NULL) {
+    set_direct(heap, cls);
+    return NULL;
+  }
+  hak_page_extend(page);
+  queue_push_front(q, page);
+  set_direct(heap, cls);
+  return page;
+}
+
+/* The first page of class `cls`, from `page` on, that has free blocks (collected or carved), moved to the
+ * front of the queue; pages found exhausted go to the full list. NULL if none has any. */
+static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_page *head) {
+  hak_page_queue *q = &heap->pages[cls];
   while (page != NULL) {
     hak_page *next = page->next;
     hak_page_collect(heap, page);
@@ -307,16 +339,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     }
     page = next;
   }
-  if (heap->retired_classes & bit) heap->thrash_events++;
-  page = hak_segment_page_alloc(heap, cls);
-  if (page == NULL) {
-    set_direct(heap, cls);
-    return NULL;
-  }
-  hak_page_extend(page);
-  queue_push_front(q, page);
-  set_direct(heap, cls);
-  return page;
+  return NULL;
 }
 
 static void *late_alloc(unsigned cls) {

@@ -245,7 +245,9 @@ bool hak_page_set_full_state(hak_page *page);
 void hak_page_clear_full_state(hak_page *page);
 
 /* ---- Segments (segment.c) ------------------------------------------------------------------------ */
-hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls);
+/* A new page of class `cls` from the free slices of the heap's segments; with `add_segment`, failing
+ * that, from a cached or newly mapped segment. NULL when there is no room (or no memory). */
+hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment);
 void hak_segment_page_free(hak_heap *heap, hak_page *page);
 void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
 void hak_segment_release(hak_heap *heap, hak_segment *seg);

@@ -165,18 +165,12 @@ static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned
   return NULL;
 }
 
-hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls) {
+hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment) {
   unsigned n = slices_for_class(cls);
   hak_page *page = page_from_owned_segments(heap, cls, n);
-  if (page != NULL) return page;
-  hak_segment *seg;
-  while ((seg = hak_segment_reclaim_one()) != NULL) {
-    hak_heap_adopt(heap, seg);
-    int at = find_run(seg->free_slices, n);
-    if (at >= 0) return take_page(heap, seg, (unsigned)at, n, cls);
-  }
+  if (page != NULL || !add_segment) return page;
   pthread_mutex_lock(&segs.lock);
-  seg = segs.cache;
+  hak_segment *seg = segs.cache;
   if (seg != NULL) {
     list_remove(&segs.cache, seg);
     segs.cache_count--;
