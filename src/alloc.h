@@ -25,13 +25,18 @@ static inline void *hak_secure_on_alloc(hak_page *page, hak_block *b) {
 }
 #endif
 
+/* Allocations from one page without a slow path after which the owner takes one anyway (collecting the
+ * page's remote frees, flushing its counters, running maintenance when due): blocks freed by their
+ * owner go straight back on `free`, so a steady loop could otherwise run on one page forever. */
+#define HAK_PAGE_TICK_ALLOCS 4096u
+
 /* Pop a block from the page's free list; NULL if empty. */
 static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
   hak_block *b = page->free;
   if (unlikely(b == NULL)) return NULL;
   page->free = hak_next_decode(page, b);
   page->used++;
-  page->allocs++;
+  if (unlikely(++page->allocs == HAK_PAGE_TICK_ALLOCS)) b = hak_page_tick(heap, page, b);
 #if HAK_SECURE
   return hak_secure_on_alloc(page, b);
 #else
@@ -65,6 +70,12 @@ static inline void *hak_malloc_inline(size_t size) {
 
 __attribute__((noinline, cold)) void hak_free_other(void *p);
 
+/* The list an owner's free pushes onto. Default builds: `free` itself, so the next malloc of the class
+ * reuses the block just freed while it is still in cache (LIFO). Hardened builds: `local_free`, which
+ * joins `free` only when that runs dry, so a freed block is not handed out again at once (a
+ * use-after-free is less likely to write into a live block). */
+static inline hak_block **hak_owner_free_list(hak_page *page) { return HAK_SECURE ? &page->local_free : &page->free; }
+
 #if HAK_SECURE
 /* Report a freed pointer that is not the start of an allocated block of its page (secure.c). */
 __attribute__((noreturn, cold)) void hak_secure_bad_pointer(const hak_page *page, const hak_block *b);
@@ -96,13 +107,14 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
     uint32_t used = page->used;
+    hak_block **list = hak_owner_free_list(page);
     /* the last test catches an immediate double free in default builds; hardened builds found it above */
-    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == page->local_free))) {
+    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == *list))) {
       hak_free_local_slow(heap, page, b);
       return;
     }
-    hak_next_encode(page, b, page->local_free);
-    page->local_free = b;
+    hak_next_encode(page, b, *list);
+    *list = b;
     page->used = used - 1;
   } else {
     hak_page_remote_free(heap, seg, page, b);

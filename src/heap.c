@@ -370,13 +370,21 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
   return hak_page_pop(heap, page);
 }
 
+hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
+  hak_page_collect(heap, page);
+  heap->slow_events++;
+  if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
+  return block;
+}
+
 /* ---- Free slow path ------------------------------------------------------------------------------ */
 
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
-  if (page->used == 0 || block == page->local_free) hak_fatal("double free detected of", block, page->size_class);
-  hak_next_encode(page, block, page->local_free);
-  page->local_free = block;
+  hak_block **list = hak_owner_free_list(page);
+  if (page->used == 0 || block == *list) hak_fatal("double free detected of", block, page->size_class);
+  hak_next_encode(page, block, *list);
+  *list = block;
   page->used--;
   unsigned cls = page->size_class;
   if (page->in_full) {

@@ -22,8 +22,10 @@
  * maps every request size up to 1024 bytes (in steps of 16) to the page currently used for its class.
  *
  * Each page keeps three free lists:
- *   free        blocks ready to hand out (owner only, no atomics);
- *   local_free  blocks freed by the owner since the last collection (owner only);
+ *   free        blocks ready to hand out (owner only, no atomics); the owner's frees go straight back
+ *               here (LIFO), so a malloc after a free reuses a block still in cache;
+ *   local_free  collected remote frees parked while `free` is not empty, and in hardened builds the
+ *               owner's frees, kept from reuse until `free` runs dry (owner only);
  *   remote      blocks freed by other threads: a lock-free stack, one CAS per push; its two low bits
  *               hold the page's full-state (see REMOTE_* below).
  *
@@ -32,7 +34,9 @@
  * exhausted pages to the full list, or takes a new page from one of the heap's segments.
  *
  * free(p) (alloc.h): header = pagemap[p]; if it is a segment whose owner is this thread's heap, push p
- * on page->local_free; otherwise push it on page->remote. When a page in the full list receives a
+ * on page->free (hardened builds: local_free); otherwise push it on page->remote. Since the owner's
+ * frees can keep `free` from ever running dry, every 4096 allocations from a page without a slow path
+ * take one anyway (hak_page_tick). When a page in the full list receives a
  * remote free, the freeing thread sets the class's bit in its owner's `full_notified` mask, so the
  * owner looks at its full pages again only when one of them has something to give.
  *
@@ -115,7 +119,7 @@ typedef struct hak_page {
   /* Line 1, written by the owner only. The default build's malloc and local-free fast paths touch
    * nothing else. */
   hak_block *free;          /* ready to allocate */
-  hak_block *local_free;    /* freed by the owner */
+  hak_block *local_free;    /* parked remote frees; hardened builds: the owner's frees */
   uint32_t used;            /* blocks allocated and not (locally or collected) freed */
   uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
   uint32_t capacity;        /* blocks carved so far */
@@ -220,6 +224,10 @@ void hak_warn_raw(const char *line, size_t len);
 /* ---- Heap (heap.c) ------------------------------------------------------------------------------- */
 void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls);
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block);
+/* Every HAK_PAGE_TICK_ALLOCS allocations from a page without a slow path (alloc.h): collect the page,
+ * count a slow event and run maintenance when due. Returns `block`, the block just allocated, so the
+ * fast path can end in a tail call. */
+__attribute__((noinline, cold, returns_nonnull)) hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block);
 void hak_heap_thread_done(void *heap);
 void hak_heaps_init_key(void);
 hak_heap *hak_heap_for_thread(void);

@@ -7,9 +7,12 @@
  *           one class must not land on slices another class left dirty, where the old blocks' touched
  *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3);
  *   large:  blocks of 5..25 MiB replaced at random, one byte written every 64 KiB (the lab's big): the
- *           large cache must not pile up mappings that no request fits.
+ *           large cache must not pile up mappings that no request fits;
+ *   idle:   after a mass free, a thread that only runs a malloc+free loop (which never empties a free
+ *           list, since frees go back on it) must still get its maintenance, so the freed pages are
+ *           purged once the purge delay has passed.
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large */
+ * Usage: test_reclaim late|trim|medium|large|idle */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -188,6 +191,38 @@ static int check_large(void) {
   return 0;
 }
 
+/* ---- idle: maintenance while a hot loop never takes a slow path -------------------------------------- */
+
+static int check_idle(void) {
+  enum { BLOCKS = 200000 };
+  void **b = malloc(BLOCKS * sizeof *b);
+  if (b == NULL) return fprintf(stderr, "FAIL idle: out of memory\n"), 1;
+  for (size_t i = 0; i < BLOCKS; i++) {
+    b[i] = malloc(64);
+    memset(b[i], 1, 64);
+  }
+  for (size_t i = 0; i < BLOCKS; i++) free(b[i]);
+  free(b);
+  struct hak_stats full = snap();
+  uint64_t pairs = 0;
+  struct hak_stats now = full;
+  for (int round = 0; round < 2000 && now.committed_bytes * 2 > full.committed_bytes; round++) {
+    for (int i = 0; i < 100000; i++, pairs++) {
+      volatile char *p = malloc(32);
+      p[0] = 1;
+      free((void *)p);
+    }
+    now = snap();
+  }
+  printf("idle: committed %.1f MiB after the mass free, %.1f MiB after %llu malloc+free pairs\n",
+         mib(full.committed_bytes), mib(now.committed_bytes), (unsigned long long)pairs);
+  if (now.committed_bytes * 2 > full.committed_bytes) {
+    fprintf(stderr, "FAIL idle: the freed pages were never purged while the loop ran\n");
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   stats_get = (int (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -199,6 +234,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large\n");
+  if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|idle\n");
   return 2;
 }
