@@ -121,8 +121,11 @@ typedef struct hak_page {
   hak_block *free;          /* ready to allocate */
   hak_block *local_free;    /* parked remote frees; hardened builds: the owner's frees */
   uint32_t used;            /* blocks allocated and not (locally or collected) freed */
-  uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
   uint32_t capacity;        /* blocks carved so far */
+  /* Not next to `used`: the compiler would fold both increments of malloc into one 8-byte load and
+   * store, and that load cannot be forwarded from free's 4-byte store of `used` (a stall of a dozen
+   * cycles in every malloc that follows a free). */
+  uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
   uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint8_t in_full;          /* in the heap's full list */
   uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
