@@ -10,17 +10,23 @@
 #include "internal.h"
 
 #if HAK_SECURE
-#define HAK_FREED_TAG ((uintptr_t)0xfee1dead5a5a5a5aull)
+/* Hardened builds end every small/medium block with a canary word: hak_canary() while the block is
+ * allocated (and from carving on), that value xor HAK_FREED_MARK while it is free. A free finding the
+ * freed value reports a double free, any other value an overflow from the block into its neighbour. */
+#define HAK_FREED_MARK ((uintptr_t)0xfee1dead5a5a5a5aull)
 
 static inline uintptr_t hak_canary(const hak_page *page, const void *block) {
   return page->key ^ (uintptr_t)block ^ (uintptr_t)0xa5c3a5c3a5c3a5c3ull;
 }
 
-/* Hardened builds: clear the freed-block tag of a popped block (it came through hak_next_decode or
- * carving, so it is a block start). Canaries are written when blocks are carved and stay in place; only
- * in 16-byte blocks does the tag share the canary's word, so there the canary is written again. */
+static inline uintptr_t *hak_canary_word(const hak_page *page, const hak_block *b) {
+  return (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
+}
+
+/* A popped block (it came through hak_next_decode or carving, so it is a block start) is marked
+ * allocated again. */
 static inline void *hak_secure_on_alloc(hak_page *page, hak_block *b) {
-  ((uintptr_t *)b)[1] = page->block_size == 2 * sizeof(uintptr_t) ? hak_canary(page, b) : 0;
+  *hak_canary_word(page, b) = hak_canary(page, b);
   return b;
 }
 #endif
@@ -70,25 +76,21 @@ static inline void *hak_malloc_inline(size_t size) {
 
 __attribute__((noinline, cold)) void hak_free_other(void *p);
 
-/* The list an owner's free pushes onto. Default builds: `free` itself, so the next malloc of the class
- * reuses the block just freed while it is still in cache (LIFO). Hardened builds: `local_free`, which
- * joins `free` only when that runs dry, so a freed block is not handed out again at once (a
- * use-after-free is less likely to write into a live block). */
-static inline hak_block **hak_owner_free_list(hak_page *page) { return HAK_SECURE ? &page->local_free : &page->free; }
 
 #if HAK_SECURE
 /* Report a freed pointer that is not the start of an allocated block of its page (secure.c). */
 __attribute__((noreturn, cold)) void hak_secure_bad_pointer(const hak_page *page, const hak_block *b);
 
-/* Hardened builds, on every free: the pointer starts a block of a page in use (span is 0 otherwise), the block is not already
- * free (freed-block tag), and its canary is intact (no overflow into the neighbour). */
+/* Hardened builds, on every free: the pointer starts a block of a page in use (span is 0 otherwise), and
+ * its canary shows an allocated block (not a freed one: double free; nothing else: overflow). */
 static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
   if (unlikely(!hak_page_is_block_start(page, (uintptr_t)b))) hak_secure_bad_pointer(page, b);
-  uintptr_t *words = (uintptr_t *)b, tag = HAK_FREED_TAG ^ page->key;
-  if (unlikely(words[1] == tag)) hak_fatal("double free detected of", b, page->size_class);
-  uintptr_t *canary = (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
-  if (unlikely(*canary != hak_canary(page, b))) hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
-  words[1] = tag;
+  uintptr_t *canary = hak_canary_word(page, b), expected = hak_canary(page, b);
+  if (unlikely(*canary != expected)) {
+    if (*canary == (expected ^ HAK_FREED_MARK)) hak_fatal("double free detected of", b, page->size_class);
+    hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
+  }
+  *canary = expected ^ HAK_FREED_MARK;
 }
 #endif
 
@@ -107,14 +109,13 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
     uint32_t used = page->used;
-    hak_block **list = hak_owner_free_list(page);
     /* the last test catches an immediate double free in default builds; hardened builds found it above */
-    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == *list))) {
+    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == page->free))) {
       hak_free_local_slow(heap, page, b);
       return;
     }
-    hak_next_encode(page, b, *list);
-    *list = b;
+    hak_next_encode(page, b, page->free); /* LIFO: the next malloc of the class reuses b while it is in cache */
+    page->free = b;
     page->used = used - 1;
   } else {
     hak_page_remote_free(heap, seg, page, b);

@@ -381,10 +381,9 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
-  hak_block **list = hak_owner_free_list(page);
-  if (page->used == 0 || block == *list) hak_fatal("double free detected of", block, page->size_class);
-  hak_next_encode(page, block, *list);
-  *list = block;
+  if (page->used == 0 || block == page->free) hak_fatal("double free detected of", block, page->size_class);
+  hak_next_encode(page, block, page->free);
+  page->free = block;
   page->used--;
   unsigned cls = page->size_class;
   if (page->in_full) {

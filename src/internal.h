@@ -24,8 +24,7 @@
  * Each page keeps three free lists:
  *   free        blocks ready to hand out (owner only, no atomics); the owner's frees go straight back
  *               here (LIFO), so a malloc after a free reuses a block still in cache;
- *   local_free  collected remote frees parked while `free` is not empty, and in hardened builds the
- *               owner's frees, kept from reuse until `free` runs dry (owner only);
+ *   local_free  collected remote frees parked while `free` is not empty (owner only);
  *   remote      blocks freed by other threads: a lock-free stack, one CAS per push; its two low bits
  *               hold the page's full-state (see REMOTE_* below).
  *
@@ -34,11 +33,11 @@
  * exhausted pages to the full list, or takes a new page from one of the heap's segments.
  *
  * free(p) (alloc.h): header = pagemap[p]; if it is a segment whose owner is this thread's heap, push p
- * on page->free (hardened builds: local_free); otherwise push it on page->remote. Since the owner's
- * frees can keep `free` from ever running dry, every 4096 allocations from a page without a slow path
- * take one anyway (hak_page_tick). When a page in the full list receives a
- * remote free, the freeing thread sets the class's bit in its owner's `full_notified` mask, so the
- * owner looks at its full pages again only when one of them has something to give.
+ * on page->free; otherwise push it on page->remote. Since the owner's frees can keep `free` from ever
+ * running dry, every 4096 allocations from a page without a slow path take one anyway (hak_page_tick).
+ * When a page in the full list receives a remote free, the freeing thread sets the class's bit in its
+ * owner's `full_notified` mask, so the owner looks at its full pages again only when one of them has
+ * something to give.
  *
  * Thread exit (heap.c): the heap's pages are collected; empty pages and segments go back; segments
  * that still hold live blocks are *abandoned* to a global list, with their owner cleared. Remote frees
@@ -49,8 +48,8 @@
  * the cache is full), and cached large mappings.
  *
  * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) encode free-list pointers with a per-page key,
- * put a canary after every small block, tag freed blocks to detect double frees, and check that a
- * freed pointer is the start of a block.
+ * end every small/medium block with a canary whose value also tells a freed block from an allocated
+ * one (overflows, double frees), and check that a freed pointer is the start of a block.
  */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
@@ -119,7 +118,7 @@ typedef struct hak_page {
   /* Line 1, written by the owner only. The default build's malloc and local-free fast paths touch
    * nothing else. */
   hak_block *free;          /* ready to allocate */
-  hak_block *local_free;    /* parked remote frees; hardened builds: the owner's frees */
+  hak_block *local_free;    /* collected remote frees, parked while `free` is not empty */
   uint32_t used;            /* blocks allocated and not (locally or collected) freed */
   uint32_t capacity;        /* blocks carved so far */
   /* Not next to `used`: the compiler would fold both increments of malloc into one 8-byte load and
