@@ -116,6 +116,6 @@ void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target) {
 
 uint64_t hak_clock_ms(void) {
   struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }

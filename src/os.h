@@ -38,7 +38,9 @@ int hak_os_advise(void *addr, size_t size, int advice);
  *  `target`, a mapping of new_size bytes from hak_os_map that is replaced. NULL on failure (the old
  *  mapping and the target stay intact). */
 void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target);
-/** Monotonic clock in milliseconds (vDSO, no syscall). */
+/** Monotonic clock in milliseconds (vDSO, no syscall). The coarse clock: it reads in about 5 ns where the
+ *  precise one takes 23 (this VM), and its resolution of one kernel tick (1-10 ms) is finer than any
+ *  purge delay needs. */
 uint64_t hak_clock_ms(void);
 
 #endif
