@@ -11,7 +11,7 @@
 
 #if HAK_SECURE
 /* Hardened builds end every small/medium block with a canary word: hak_canary() while the block is
- * allocated (and from carving on), that value xor HAK_FREED_MARK while it is free. A free finding the
+ * allocated, that value xor HAK_FREED_MARK while it is free (from carving on). A free finding the
  * freed value reports a double free, any other value an overflow from the block into its neighbour. */
 #define HAK_FREED_MARK ((uintptr_t)0xfee1dead5a5a5a5aull)
 
@@ -87,7 +87,8 @@ static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
   if (unlikely(!hak_page_is_block_start(page, (uintptr_t)b))) hak_secure_bad_pointer(page, b);
   uintptr_t *canary = hak_canary_word(page, b), expected = hak_canary(page, b);
   if (unlikely(*canary != expected)) {
-    if (*canary == (expected ^ HAK_FREED_MARK)) hak_fatal("double free detected of", b, page->size_class);
+    if (*canary == (expected ^ HAK_FREED_MARK))
+      hak_fatal("double free (or free of a block not allocated) detected of", b, page->size_class);
     hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
   }
   *canary = expected ^ HAK_FREED_MARK;

@@ -109,24 +109,31 @@ static bool place_user(hak_large *h, uint8_t *user) {
 }
 
 /* Resize the mapping of h to `need` bytes, in place when the kernel can, else by moving its pages onto a
- * new mapping with the same alignment; the block keeps its offset and its pagemap entry follows it.
- * Returns the header (moved or not), or NULL when memory ran out (h unchanged). */
+ * new mapping with the same alignment; the block keeps its offset and its pagemap entry follows it (a
+ * cached mapping shrunk below its old block's offset loses that block: h->user becomes NULL).
+ * Returns the header (moved or not), or NULL when memory ran out (h still mapped, at its old size). */
 static hak_large *mapping_resize(hak_large *h, size_t need) {
+  if (h->user != NULL && (size_t)(h->user - (uint8_t *)h) >= need) {
+    /* a cached mapping whose last block lies past the new end: drop that block's pagemap entry before the
+     * range goes, so a mapping the kernel places there meanwhile does not lose its own entry later */
+    hak_pagemap_set(h->user, NULL);
+    h->user = NULL;
+  }
   if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
     h->map_size = need;
     return h;
   }
   if (need < h->map_size) return h; /* shrinking in place failed: keep the larger mapping */
-  size_t off = (size_t)(h->user - (uint8_t *)h);
+  size_t off = h->user != NULL ? (size_t)(h->user - (uint8_t *)h) : HAK_OS_PAGE;
   void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
   if (target == NULL) return NULL;
   size_t old_size = h->map_size;
   void *old_user = h->user;
   /* forget the old chunk before the old range is gone, so a mapping made there meanwhile keeps its entry */
-  hak_pagemap_set(old_user, NULL);
+  if (old_user != NULL) hak_pagemap_set(old_user, NULL);
   hak_large *moved = hak_os_remap(h, old_size, need, target);
   if (moved == NULL) {
-    hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
+    if (old_user != NULL) hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
     hak_os_unmap(target, need, true);
     return NULL;
   }
@@ -145,6 +152,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   }
   /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
   size_t need = page_round(off + (size ? size : 1)), map_align = map_align_for(off);
+  int saved_errno = errno; /* failed attempts that a fallback repairs must not show through malloc */
   hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
   if (h != NULL && !fits(h->map_size, need)) {
     hak_large *resized = mapping_resize(h, need);
@@ -168,6 +176,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   h->cached = 0;
+  errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
   atomic_fetch_add_explicit(&large.allocs, 1, memory_order_relaxed);
@@ -256,6 +265,8 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
   }
   size_t need = page_round(off + size);
   if (need <= h->map_size && need >= h->map_size / 2) return p;
+  int saved_errno = errno;
   hak_large *resized = mapping_resize(h, need);
+  errno = resized != NULL ? saved_errno : ENOMEM;
   return resized != NULL ? resized->user : NULL;
 }

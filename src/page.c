@@ -39,9 +39,9 @@ bool hak_page_extend(hak_page *page) {
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bs;
 #if HAK_SECURE
-  for (uint32_t i = 0; i < n; i++) {
-    uint8_t *block = first + (size_t)i * bs;
-    *(uintptr_t *)(block + bs - HAK_CANARY_SIZE) = hak_canary(page, block);
+  for (uint32_t i = 0; i < n; i++) { /* carved blocks are free: freeing one before malloc returned it is caught */
+    hak_block *block = (hak_block *)(first + (size_t)i * bs);
+    *hak_canary_word(page, block) = hak_canary(page, block) ^ HAK_FREED_MARK;
   }
 #endif
   hak_block *b = (hak_block *)first;

@@ -1,6 +1,7 @@
 /* segment.c — 4 MiB segments and their 64 KiB slices: carving pages out of a heap's segments, giving
  * slices back, purging free slices after the delay, and the two process-wide lists of segments no
  * thread owns: the cache of empty segments and the abandoned segments of exited threads. */
+#include <errno.h>
 #include <pthread.h>
 
 #include "internal.h"
@@ -176,13 +177,15 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
     segs.cache_count--;
   }
   pthread_mutex_unlock(&segs.lock);
+  int saved_errno = errno; /* a first failure that the retry repairs must not show through malloc */
   if (seg == NULL) seg = segment_map();
   if (seg == NULL) { /* out of memory or address space: give back everything free, then retry once */
     hak_heaps_collect(true);
     page = page_from_owned_segments(heap, cls, n);
+    if (page == NULL) seg = segment_map();
+    if (page == NULL && seg == NULL) return NULL;
+    errno = saved_errno;
     if (page != NULL) return page;
-    seg = segment_map();
-    if (seg == NULL) return NULL;
   }
   own(heap, seg);
   return take_page(heap, seg, 1, n, cls);

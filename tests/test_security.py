@@ -39,6 +39,8 @@ PROBES = {
     "free_global": (INVALID, "free() of a global array", "detect", "detect"),
     "free_interior_small": (INVALID, "free(p + 16) of a 64-byte block", "any", "detect"),
     "free_interior_large": (INVALID, "free(p + 8192) of a 1 MiB block", "any", "detect"),
+    "free_never_allocated": (INVALID, "free() of the block after the two latest 200-byte blocks, never returned",
+                             "any", "detect"),
     "free_foreign_mmap": (INVALID, "free() inside a region mmapped by the program", "detect", "detect"),
     "free_foreign_mmap_aligned": (INVALID, "free() of a 4 MiB-aligned address in a foreign mapping",
                                   "detect", "detect"),

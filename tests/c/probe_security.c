@@ -148,6 +148,18 @@ static int free_interior(size_t size, size_t offset) {
 }
 
 static int free_interior_small(void) { return free_interior(64, 16); }
+
+/* The block after the two most recent of a fresh run of 200-byte blocks: laid out by the allocator but
+ * never returned by malloc. */
+static int free_never_allocated(void) {
+  char *a = malloc(200), *b = malloc(200);
+  if (!a || !b) return fail("malloc returned NULL");
+  ptrdiff_t stride = b - a;
+  if (stride < 200 || stride > 4096) return fail("two consecutive 200-byte blocks are not neighbours");
+  target(b + stride);
+  free(opaque(b + stride));
+  return 0;
+}
 static int free_interior_large(void) { return free_interior(1u << 20, 8192); }
 
 static int free_foreign(size_t map_size, size_t align, size_t offset) {
@@ -348,6 +360,7 @@ static const struct probe probes[] = {
     {"free_global", free_global},
     {"free_interior_small", free_interior_small},
     {"free_interior_large", free_interior_large},
+    {"free_never_allocated", free_never_allocated},
     {"free_foreign_mmap", free_foreign_mmap},
     {"free_foreign_mmap_aligned", free_foreign_mmap_aligned},
     {"free_glibc_block", free_glibc_block},

@@ -265,6 +265,56 @@ static void check_overflow(const struct api *a) {
   }
 }
 
+/* ---- errno is left alone by calls that succeed (hakmem's promise; glibc makes none) --------------- */
+
+static int on_hakmem;
+
+/* A call that succeeds must not leave an errno from a failed first attempt it recovered from: growing a
+ * cached large mapping whose neighbour blocks an in-place mremap, shrinking a cached mapping whose last
+ * block was 4 MiB-aligned, and the small and medium tiers. */
+static void check_errno_kept(const struct api *a) {
+  enum { ROUNDS = 4 };
+  for (int round = 0; round < ROUNDS; round++) {
+    void *first = a->malloc(hide(8 * MiB)), *neighbour = a->malloc(hide(8 * MiB));
+    REQUIRE(first != NULL && neighbour != NULL, "[%s] malloc(8 MiB) returned NULL", a->name);
+    a->free(first); /* cached; growing it in place runs into its neighbour when the kernel placed them adjacent */
+    static const size_t sizes[] = {24, 5000, 200 * KiB, 12 * MiB, 3 * MiB, 40 * MiB, 1 * MiB};
+    for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+      errno = EDOM;
+      unsigned char *p = a->malloc(hide(sizes[i]));
+      int e = errno;
+      REQUIRE(p != NULL, "[%s] malloc(%zu) returned NULL", a->name, sizes[i]);
+      CHECK(e == EDOM, "[%s] round %d: successful malloc(%zu) changed errno to %d (%s)", a->name, round, sizes[i],
+            e, strerror(e));
+      tc_fill(p, sizes[i], (unsigned)i);
+      errno = EDOM;
+      unsigned char *q = a->realloc(p, hide(sizes[i] * 2 + 4096));
+      e = errno;
+      REQUIRE(q != NULL, "[%s] realloc to %zu returned NULL", a->name, sizes[i] * 2 + 4096);
+      CHECK(e == EDOM, "[%s] round %d: successful realloc(%zu -> %zu) changed errno to %d (%s)", a->name, round,
+            sizes[i], sizes[i] * 2 + 4096, e, strerror(e));
+      size_t bad = tc_verify(q, sizes[i], (unsigned)i);
+      CHECK(bad == (size_t)-1, "[%s] realloc of %zu bytes lost contents at %zu", a->name, sizes[i], bad);
+      a->free(q);
+    }
+    if (a->aligned_alloc) { /* cache a mapping whose block starts 4 MiB in, then reuse it for a smaller block */
+      unsigned char *al = a->aligned_alloc(hide(4 * MiB), hide(6 * MiB));
+      REQUIRE(al != NULL, "[%s] aligned_alloc(4 MiB, 6 MiB) returned NULL", a->name);
+      a->free(al);
+      errno = EDOM;
+      unsigned char *p = a->malloc(hide(1 * MiB));
+      int e = errno;
+      REQUIRE(p != NULL, "[%s] malloc(1 MiB) after an aligned block returned NULL", a->name);
+      CHECK(e == EDOM, "[%s] malloc(1 MiB) changed errno to %d (%s)", a->name, e, strerror(e));
+      tc_fill(p, 1 * MiB, 7);
+      size_t bad = tc_verify(p, 1 * MiB, 7);
+      CHECK(bad == (size_t)-1, "[%s] 1 MiB block from a shrunk mapping lost contents at %zu", a->name, bad);
+      a->free(p);
+    }
+    a->free(neighbour);
+  }
+}
+
 /* ---- usable size ------------------------------------------------------------------------------- */
 
 static void check_usable_writable(const struct api *a) {
@@ -531,6 +581,7 @@ static void run_api(const struct api *a, const struct api *std) {
   SECTION(check_realloc(a), "realloc(NULL, n), growth/shrink keeps contents, realloc(p, 0) frees");
   SECTION(check_no_growth(a, "realloc(p, 0)", op_realloc_zero), "realloc(p, 0) releases the block");
   SECTION(check_overflow(a), "overflow and huge sizes: NULL, errno ENOMEM, old block kept");
+  if (on_hakmem) SECTION(check_errno_kept(a), "successful calls leave errno unchanged");
   if (a->usable) SECTION(check_usable_writable(a), "whole usable size is writable");
   SECTION(check_calloc_zero(a), "calloc memory is zero after reuse (small, medium, large)");
   if (a->aligned_alloc || a->posix_memalign || a->memalign)
@@ -548,6 +599,7 @@ static void run_api(const struct api *a, const struct api *std) {
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int hakmem = tc_hakmem_active();
+  on_hakmem = hakmem;
   printf("allocator: %s\n", hakmem ? "hakmem" : "glibc");
 
   struct api std = {"std",  malloc,  calloc,  realloc, reallocarray, free,       aligned_alloc,
