@@ -8,11 +8,13 @@
  *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3);
  *   large:  blocks of 5..25 MiB replaced at random, one byte written every 64 KiB (the lab's big): the
  *           large cache must not pile up mappings that no request fits;
+ *   tail:   a cached 24 MiB mapping, every page touched, reused for an 18 MiB block must give back the
+ *           pages of its unused 6 MiB tail;
  *   idle:   after a mass free, a thread that only runs a malloc+free loop (which never empties a free
  *           list, since frees go back on it) must still get its maintenance, so the freed pages are
  *           purged once the purge delay has passed.
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|idle */
+ * Usage: test_reclaim late|trim|medium|large|tail|idle */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -191,6 +193,29 @@ static int check_large(void) {
   return 0;
 }
 
+/* ---- tail: a cached mapping reused for a smaller block keeps no pages past the new block --------- */
+
+static int check_tail(void) {
+  const size_t big = (size_t)24 << 20, smaller = (size_t)18 << 20;
+  char *p = malloc(big);
+  if (p == NULL) return fprintf(stderr, "FAIL tail: malloc(24 MiB) failed\n"), 1;
+  memset(p, 1, big);
+  double touched = rss_mib();
+  free(p); /* cached: the purge delay outlasts the test */
+  char *q = malloc(smaller);
+  if (q == NULL) return fprintf(stderr, "FAIL tail: malloc(18 MiB) failed\n"), 1;
+  double after = rss_mib();
+  printf("tail: rss %.1f MiB with 24 MiB touched, %.1f MiB once an 18 MiB block reuses the mapping (%s)\n", touched,
+         after, q == p ? "same address" : "another address");
+  free(q);
+  if (q != p) return fprintf(stderr, "FAIL tail: the cached mapping was not reused\n"), 1;
+  if (touched - after < 5.0) {
+    fprintf(stderr, "FAIL tail: only %.1f MiB of the 6 MiB past the new block went back\n", touched - after);
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- idle: maintenance while a hot loop never takes a slow path -------------------------------------- */
 
 static int check_idle(void) {
@@ -234,7 +259,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
+  if (argc == 2 && strcmp(argv[1], "tail") == 0) return check_tail();
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|idle\n");
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|idle\n");
   return 2;
 }
