@@ -1,5 +1,6 @@
-"""machine.py — describes the machine a report was measured on: CPU model, cores, RAM, kernel, glibc,
-transparent huge pages, compiler, strace, and the versions of the peer allocator packages (dpkg-query)."""
+"""machine.py — describes the machine a report was measured on: CPU model, cores (and how many this
+process may run on, which `taskset` narrows), RAM, kernel, glibc, transparent huge pages, compiler,
+strace, the versions of the peer allocator packages (dpkg-query) and the hakmem commit measured."""
 
 from __future__ import annotations
 
@@ -49,12 +50,29 @@ def _thp() -> str | None:
         return None
 
 
-def describe() -> dict[str, object]:
-    """A dict of facts; absent ones are None."""
+def _hakmem_commit(root: str | os.PathLike | None) -> str | None:
+    """The checked-out commit of the hakmem tree, with " (modified)" when it has uncommitted changes."""
+    if root is None:
+        return None
+    head = _first_line(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"])
+    if head is None:
+        return None
+    try:
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                             capture_output=True, text=True, timeout=10, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return head
+    return head + (" (modified)" if out.returncode == 0 and out.stdout.strip() else "")
+
+
+def describe(root: str | os.PathLike | None = None) -> dict[str, object]:
+    """A dict of facts; absent ones are None. `root` is the hakmem tree whose commit is recorded."""
     glibc = os.confstr("CS_GNU_LIBC_VERSION") if "CS_GNU_LIBC_VERSION" in os.confstr_names else None
     return {
         "cpu": _cpu_model(),
         "cores": os.cpu_count(),
+        "cpus_usable": len(os.sched_getaffinity(0)),
+        "hakmem_commit": _hakmem_commit(root),
         "ram_gib": _mem_total_gib(),
         "kernel": platform.release(),
         "glibc": glibc,

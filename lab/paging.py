@@ -298,7 +298,7 @@ def write_report(out_dir: Path, args: argparse.Namespace, res: Resources | None,
                  paging: dict | None, status: str, problems: list[str]) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     images = draw(out_dir, sweep, paging)
-    m = machine.describe()
+    m = machine.describe(Path(args.root).resolve() if args.root else Path(__file__).resolve().parents[1])
     params = [("working set", f"{args.total_mib} MiB in one region"),
               ("RAM limits", f"working set / N + {args.allowance_mib} MiB for the bench's own memory, "
                              f"N in {args.ratios}"),

@@ -72,10 +72,11 @@ def text_table(headers: Sequence[str], rows: Sequence[Sequence[object]]) -> str:
 def machine_section(m: dict) -> str:
     pk = m.get("packages") or {}
     rows = [
-        ("CPU", m.get("cpu")), ("cores", m.get("cores")), ("RAM", f"{m.get('ram_gib')} GiB"),
+        ("CPU", m.get("cpu")), ("cores", m.get("cores")),
+        ("cores this run could use", m.get("cpus_usable", "not recorded")), ("RAM", f"{m.get('ram_gib')} GiB"),
         ("kernel", m.get("kernel")), ("glibc", m.get("glibc")), ("transparent huge pages", m.get("thp")),
         ("compiler", m.get("compiler")), ("strace", m.get("strace") or "not installed"),
-        ("python", m.get("python")),
+        ("python", m.get("python")), ("hakmem commit", m.get("hakmem_commit") or "not recorded"),
     ] + [(f"package {k}", v) for k, v in sorted(pk.items())]
     return "## Machine\n\n" + table(("what", "value"), rows, right=())
 

@@ -79,7 +79,7 @@ class Session:
         except al.AllocatorError as e:
             raise SystemExit(f"hakmem-lab: {e}") from None
         ensure_built(self.root, workloads)
-        self.machine = machine.describe()
+        self.machine = machine.describe(self.root)
         self.commands: list[str] = []
         self.notes: list[str] = []
         self.runs: list[runner.Run] = []

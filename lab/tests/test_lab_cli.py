@@ -57,6 +57,11 @@ def test_quick_writes_report_data_and_plots(bench_built, root, tmp_path, glibc, 
     assert len(data["runs"]) == 4 * n_alloc * (2 + 1), "reps plus one latency pass per pair"
     assert all(r["error"] is None for r in data["runs"])
     assert data["machine"]["cores"] == os.cpu_count()
+    assert data["machine"]["cpus_usable"] == len(os.sched_getaffinity(0))
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"], capture_output=True, text=True)
+    if head.returncode == 0:  # a source tree without git (a tarball) records none
+        assert data["machine"]["hakmem_commit"].startswith(head.stdout.strip()), data["machine"]["hakmem_commit"]
+        assert f"| hakmem commit | {data['machine']['hakmem_commit']} |" in text
     assert {r["allocator"] for r in data["summary"]["geomean"]} == set(allocs.split(","))
     if peers:
         assert f"LD_PRELOAD={peers[0].path}" in text
