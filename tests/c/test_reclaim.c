@@ -10,11 +10,13 @@
  *           large cache must not pile up mappings that no request fits;
  *   tail:   a cached 24 MiB mapping, every page touched, reused for an 18 MiB block must give back the
  *           pages of its unused 6 MiB tail;
+ *   aged:   a cached large mapping that no later request fits must still be purged by the clock while
+ *           the program goes on allocating other large blocks;
  *   idle:   after a mass free, a thread that only runs a malloc+free loop (which never empties a free
  *           list, since frees go back on it) must still get its maintenance, so the freed pages are
  *           purged once the purge delay has passed.
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|idle */
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -22,6 +24,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "hakmem.h"
 
@@ -216,6 +219,34 @@ static int check_tail(void) {
   return 0;
 }
 
+/* ---- aged: a cached large mapping no request fits is purged once the purge delay has passed ------- */
+
+static int check_aged(void) {
+  const size_t parked = (size_t)8 << 20, busy = (size_t)20 << 20;
+  char *p = malloc(parked);
+  if (p == NULL) return fprintf(stderr, "FAIL aged: malloc(8 MiB) failed\n"), 1;
+  memset(p, 1, parked);
+  double touched = rss_mib(), now = touched;
+  free(p); /* cached; the 20 MiB requests below neither fit it nor grow it (it is under half their size) */
+  int cycles = 0;
+  for (; cycles < 4000 && touched - now < 7.0; cycles++) {
+    char *q = malloc(busy);
+    if (q == NULL) return fprintf(stderr, "FAIL aged: malloc(20 MiB) failed\n"), 1;
+    q[0] = 1;
+    free(q);
+    struct timespec pause = {0, 1000000};
+    nanosleep(&pause, NULL);
+    now = rss_mib();
+  }
+  printf("aged: rss %.1f MiB with the 8 MiB block touched, %.1f MiB after %d large malloc+free cycles\n", touched,
+         now, cycles);
+  if (touched - now < 7.0) {
+    fprintf(stderr, "FAIL aged: the cached 8 MiB mapping was never purged\n");
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- idle: maintenance while a hot loop never takes a slow path -------------------------------------- */
 
 static int check_idle(void) {
@@ -260,7 +291,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
   if (argc == 2 && strcmp(argv[1], "tail") == 0) return check_tail();
+  if (argc == 2 && strcmp(argv[1], "aged") == 0) return check_aged();
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|idle\n");
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle\n");
   return 2;
 }
