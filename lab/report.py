@@ -15,8 +15,8 @@ def fmt_num(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     a = abs(v)
-    for div, suffix in ((1e9, "G"), (1e6, "M"), (1e4, "k")):
-        if a >= div:
+    for div, suffix, at in ((1e9, "G", 1e9), (1e6, "M", 1e6), (1e3, "k", 1e4)):
+        if a >= at:
             return f"{v / div:.{digits}g}{suffix}" if a / div < 10 ** digits else f"{v / div:,.0f}{suffix}"
     if a >= 10 ** digits:
         return f"{v:,.0f}"

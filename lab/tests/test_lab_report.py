@@ -90,3 +90,11 @@ def test_summarize_lower_is_better_and_sizes():
     assert rows[0]["sizes"][16] == (3.0, 3.0)
     g = compare.geomeans({"pair": tables["pair"]})
     assert [(r["allocator"], r["geomean"]) for r in g] == [("b", 1.0), ("a", 2.0)]
+
+
+def test_fmt_num_thousands_suffix():
+    from lab.report import fmt_num
+    assert fmt_num(46530.0) == "46.5k"
+    assert fmt_num(10000.0) == "10k"
+    assert fmt_num(9999.0) == "9,999"
+    assert fmt_num(2.5e6) == "2.5M"
