@@ -63,9 +63,7 @@ HAK_API void *hak_realloc(void *p, size_t size) {
   void *owner = hak_pagemap_get(p);
   bool is_large = ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG) != 0;
   if (is_large && size > HAK_MEDIUM_MAX) {
-    void *q = hak_large_realloc((hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG), p, size);
-    if (q == NULL) errno = ENOMEM;
-    return q;
+    return hak_large_realloc((hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG), p, size);
   }
   if (!is_large && size <= usable && size >= usable / 2) return p;
   void *q = hak_malloc_inline(size);

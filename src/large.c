@@ -125,16 +125,16 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
     return h;
   }
   if (need < h->map_size) return h; /* shrinking in place failed: keep the larger mapping */
-  size_t off = h->user != NULL ? (size_t)(h->user - (uint8_t *)h) : HAK_OS_PAGE;
+  size_t off = (size_t)(h->user - (uint8_t *)h); /* growing: the block lies inside the old mapping */
   void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
   if (target == NULL) return NULL;
   size_t old_size = h->map_size;
   void *old_user = h->user;
   /* forget the old chunk before the old range is gone, so a mapping made there meanwhile keeps its entry */
-  if (old_user != NULL) hak_pagemap_set(old_user, NULL);
+  hak_pagemap_set(old_user, NULL);
   hak_large *moved = hak_os_remap(h, old_size, need, target);
   if (moved == NULL) {
-    if (old_user != NULL) hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
+    hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
     hak_os_unmap(target, need, true);
     return NULL;
   }

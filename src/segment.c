@@ -182,8 +182,7 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
   if (seg == NULL) { /* out of memory or address space: give back everything free, then retry once */
     hak_heaps_collect(true);
     page = page_from_owned_segments(heap, cls, n);
-    if (page == NULL) seg = segment_map();
-    if (page == NULL && seg == NULL) return NULL;
+    if (page == NULL && (seg = segment_map()) == NULL) return NULL;
     errno = saved_errno;
     if (page != NULL) return page;
   }
