@@ -5,8 +5,6 @@
 
 #include "alloc.h"
 
-#define HAK_DIRECT_CLASS_MAX 19 /* class of 1024 bytes: classes 0..19 are reachable from heap->direct */
-
 /* Self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0): starts here; doubles (up to the max) when a
  * class that just handed a page back needs a new one, or when a pass found nothing to do; shrinks by a
  * quarter (down to the min) while empty pages or purges wait and nothing thrashes. */
@@ -60,6 +58,7 @@ static uint8_t direct_first[HAK_DIRECT_CLASS_MAX + 2];
 
 static void init_direct_ranges(void) {
   for (unsigned c = 1; c <= HAK_DIRECT_CLASS_MAX + 1; c++) direct_first[c] = (uint8_t)(hak_class_size(c - 1) / 16 + 1);
+  direct_first[HAK_DIRECT_CLASS_MAX + 1] = HAK_DIRECT_COUNT; /* the last class may reach past the table */
 }
 
 void hak_heaps_init_key(void) {

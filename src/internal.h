@@ -138,9 +138,12 @@ typedef struct hak_page {
   uint32_t reserved;        /* blocks that fit in the page */
   uint8_t size_class;
   uint8_t slice_count;      /* 0 when the page is not in use */
-  uintptr_t key;            /* hardened builds: free-list and canary key */
+  uintptr_t key;            /* hardened builds: free-list key */
   uint32_t span;            /* reserved * block_size: bytes of the page that hold blocks; 0 when not in use */
+  uint32_t block_limit;     /* span - block_size + 1: every block start's offset is below it; 0 when not in use */
   uint64_t divisor_magic;   /* floor((2^64 - 1) / block_size) + 1: divisibility by one multiply (hardened) */
+  uintptr_t canary_key;     /* hardened builds: canary key, independent of `key` (a leaked canary tells nothing
+                             * about free-list pointers) */
   /* Line 3, written by other threads: the remote list. */
   _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
@@ -244,7 +247,8 @@ hak_heap *hak_heaps_first(void);
 void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited);
 
 /* ---- Pages (page.c) ------------------------------------------------------------------------------ */
-void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key);
+void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key,
+                   uintptr_t canary_key);
 void hak_page_collect(hak_heap *heap, hak_page *page);
 void hak_page_flush_counts(hak_heap *heap, hak_page *page);
 void hak_heap_flush_counts(hak_heap *heap);
@@ -303,12 +307,12 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
  * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019): one multiply, no division. */
 static inline bool hak_page_is_block_start(const hak_page *page, uintptr_t p) {
   uintptr_t off = p - (uintptr_t)page->start; /* wraps to a huge value when p < start */
-  return (off < page->span) & (off * page->divisor_magic < page->divisor_magic); /* one branch for the caller */
+  return (off < page->block_limit) & (off * page->divisor_magic < page->divisor_magic); /* one branch for the caller */
 }
 
 static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
 #if HAK_SECURE
-  uintptr_t next = (uintptr_t)b->next ^ page->key ^ (uintptr_t)b;
+  uintptr_t next = (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b); /* one xor after the load of b->next */
   if (unlikely(!((next == 0) | hak_page_is_block_start(page, next))))
     hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
   return (hak_block *)next;
@@ -320,7 +324,9 @@ static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *
 
 static inline void hak_next_encode(const hak_page *page, hak_block *b, hak_block *next) {
 #if HAK_SECURE
-  b->next = (hak_block *)((uintptr_t)next ^ page->key ^ (uintptr_t)b);
+  uintptr_t mask = page->key ^ (uintptr_t)b;
+  __asm__("" : "+r"(mask)); /* opaque to the compiler, so it cannot reassociate: one xor after loading `next` */
+  b->next = (hak_block *)((uintptr_t)next ^ mask);
 #else
   (void)page;
   b->next = next;

@@ -6,7 +6,8 @@
  * memory earlier). */
 #define HAK_EXTEND_BYTES ((size_t)16 << 10)
 
-void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key) {
+void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key,
+                   uintptr_t canary_key) {
   size_t bs = hak_class_size(cls);
   page->free = NULL;
   page->local_free = NULL;
@@ -23,11 +24,13 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   page->reserved = (uint32_t)(((size_t)slices << HAK_SLICE_SHIFT) / bs);
   page->divisor_magic = UINT64_MAX / bs + 1;
   page->span = page->reserved * (uint32_t)bs;
+  page->block_limit = page->span - (uint32_t)bs + 1;
   page->allocs = 0;
   page->used_at_flush = 0;
   page->empty_since = 0;
   page->next = page->prev = NULL;
   page->key = key;
+  page->canary_key = canary_key;
 }
 
 bool hak_page_extend(hak_page *page) {
@@ -41,7 +44,7 @@ bool hak_page_extend(hak_page *page) {
 #if HAK_SECURE
   for (uint32_t i = 0; i < n; i++) { /* carved blocks are free: freeing one before malloc returned it is caught */
     hak_block *block = (hak_block *)(first + (size_t)i * bs);
-    *hak_canary_word(page, block) = hak_canary(page, block) ^ HAK_FREED_MARK;
+    *hak_canary_word(page, block) = hak_canary_freed(page, block);
   }
 #endif
   hak_block *b = (hak_block *)first;

@@ -110,6 +110,16 @@ void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
   seg->purge_due_ms = 0;
 }
 
+#if HAK_SECURE
+/* The heap's xorshift64 generator (seeded per heap from its address, the clock and the TSC): page keys. */
+static uint64_t next_random(hak_heap *heap) {
+  heap->random ^= heap->random << 13;
+  heap->random ^= heap->random >> 7;
+  heap->random ^= heap->random << 17;
+  return heap->random;
+}
+#endif
+
 static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
   uint64_t bits = run_mask(at, n);
   uint64_t purged = bits & seg->purged_slices;
@@ -119,14 +129,12 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   seg->purged_slices &= ~bits;
   for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)at;
   hak_page *page = &seg->pages[at];
-  uintptr_t key = 0;
+  uintptr_t key = 0, canary_key = 0;
 #if HAK_SECURE
-  heap->random ^= heap->random << 13;
-  heap->random ^= heap->random >> 7;
-  heap->random ^= heap->random << 17;
-  key = heap->random | 1;
+  key = next_random(heap) | 1;
+  canary_key = next_random(heap);
 #endif
-  hak_page_init(page, seg, at, n, cls, key);
+  hak_page_init(page, seg, at, n, cls, key, canary_key);
   seg->used_pages++;
   return page;
 }
@@ -194,7 +202,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   hak_segment *seg = (hak_segment *)((uintptr_t)page & ~(HAK_SEGMENT_SIZE - 1));
   unsigned at = (unsigned)(page - seg->pages), n = page->slice_count;
   page->slice_count = 0;
-  page->span = 0;
+  page->span = page->block_limit = 0;
   page->free = page->local_free = NULL;
   for (unsigned i = at; i < at + n; i++) {
     seg->slice_page[i] = (uint8_t)i;

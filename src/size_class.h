@@ -3,7 +3,7 @@
  *
  * Classes: 16, 32, ..., 128 in steps of 16 (classes 0-7), then four classes per doubling up to 512 KiB
  * (160, 192, 224, 256, 320, ...): a request wastes at most 25 % at the start of a doubling and 12.5 % at
- * its end. Requests up to 1024 bytes map to a class through one table lookup; larger ones through a
+ * its end. Requests up to HAK_SMALL_MAX map to a class through one table lookup; larger ones through a
  * bit scan. Above HAK_MEDIUM_MAX the large tier (large.c) takes over. */
 #ifndef HAK_SIZE_CLASS_H
 #define HAK_SIZE_CLASS_H
@@ -12,7 +12,15 @@
 #include <stdint.h>
 
 #define HAK_CLASS_COUNT 56                 /* classes 0 .. 55: 16 B .. 512 KiB */
-#define HAK_SMALL_MAX ((size_t)1024)       /* sizes served through the direct table */
+/* Sizes served through the direct table: requests up to 1024 bytes, in hardened builds with their 8-byte
+ * canary added (rounded up to the table's 16-byte step). */
+#if defined(HAK_SECURE) && HAK_SECURE
+#define HAK_SMALL_MAX ((size_t)1040)
+#define HAK_DIRECT_CLASS_MAX 20u /* class of HAK_SMALL_MAX: classes 0..20 are reachable from the table */
+#else
+#define HAK_SMALL_MAX ((size_t)1024)
+#define HAK_DIRECT_CLASS_MAX 19u
+#endif
 #define HAK_DIRECT_COUNT (HAK_SMALL_MAX / 16 + 1)
 #define HAK_MEDIUM_MAX ((size_t)512 << 10) /* largest class */
 
