@@ -87,7 +87,7 @@ __attribute__((noreturn, cold)) void hak_secure_bad_free(const hak_page *page, c
  * block's address, so a pointer that is not a block start fails it too (but for a 2^-64 chance); the
  * range test first keeps the canary read inside the page's blocks. secure.c tells the faults apart. */
 static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
-  if (unlikely((uintptr_t)b - (uintptr_t)page->start >= page->block_limit)) hak_secure_bad_free(page, b);
+  if (unlikely(!hak_page_block_range(page, (uintptr_t)b))) hak_secure_bad_free(page, b);
   uintptr_t *canary = hak_canary_word(page, b), expected = hak_canary(page, b);
   if (unlikely(*canary != expected)) hak_secure_bad_free(page, b);
   *canary = ~expected;

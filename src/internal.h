@@ -47,9 +47,10 @@
  * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
  * the cache is full), and cached large mappings.
  *
- * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) encode free-list pointers with a per-page key,
- * end every small/medium block with a canary whose value also tells a freed block from an allocated
- * one (overflows, double frees), and check that a freed pointer is the start of a block.
+ * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) store free-list pointers xored with a per-page key
+ * and rotated (a changed low byte decodes out of range), end every small/medium block with a canary
+ * whose value also tells a freed block from an allocated one (overflows, double frees), and check that a
+ * freed pointer is the start of a block (range test, then the address-dependent canary).
  */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
@@ -140,7 +141,7 @@ typedef struct hak_page {
   uint8_t slice_count;      /* 0 when the page is not in use */
   uintptr_t key;            /* hardened builds: free-list key */
   uint32_t span;            /* reserved * block_size: bytes of the page that hold blocks; 0 when not in use */
-  uint32_t block_limit;     /* span - block_size + 1: every block start's offset is below it; 0 when not in use */
+  uint32_t block_limit;     /* (span - block_size) / 16 + 1, 0 when not in use: see hak_page_block_range */
   uint64_t divisor_magic;   /* floor((2^64 - 1) / block_size) + 1: divisibility by one multiply (hardened) */
   uintptr_t canary_key;     /* hardened builds: canary key, independent of `key` (a leaked canary tells nothing
                              * about free-list pointers) */
@@ -307,13 +308,28 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
  * (Lemire, Kaser and Kurz, "Faster remainder by direct computation", 2019): one multiply, no division. */
 static inline bool hak_page_is_block_start(const hak_page *page, uintptr_t p) {
   uintptr_t off = p - (uintptr_t)page->start; /* wraps to a huge value when p < start */
-  return (off < page->block_limit) & (off * page->divisor_magic < page->divisor_magic); /* one branch for the caller */
+  return (off < page->span) & (off * page->divisor_magic < page->divisor_magic); /* one branch for the caller */
+}
+
+static inline uintptr_t hak_rotl(uintptr_t x, unsigned r) { return (x << r) | (x >> (64 - r)); }
+static inline uintptr_t hak_rotr(uintptr_t x, unsigned r) { return (x >> r) | (x << (64 - r)); }
+
+/* Hardened free-list links are stored as rotl(next ^ key ^ block, 16). The xor hides them (the key is
+ * per page and random); the rotation makes the two low bytes of the stored word, which a short overflow
+ * from the block below reaches first, decode into the top bits, where the range test catches them. */
+#define HAK_LINK_ROTATION 16
+
+/* Whether `p` is 16-byte aligned and no further into the page than its last block start: every block
+ * start passes (class sizes are multiples of 16), and a block read at `p` stays inside the page's blocks.
+ * One compare: rotating the offset right by 4 moves misaligned low bits to the top. */
+static inline bool hak_page_block_range(const hak_page *page, uintptr_t p) {
+  return hak_rotr(p - (uintptr_t)page->start, 4) < page->block_limit;
 }
 
 static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
 #if HAK_SECURE
-  uintptr_t next = (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b); /* one xor after the load of b->next */
-  if (unlikely(!((next == 0) | hak_page_is_block_start(page, next))))
+  uintptr_t next = hak_rotr((uintptr_t)b->next, HAK_LINK_ROTATION) ^ (page->key ^ (uintptr_t)b);
+  if (unlikely(!hak_page_block_range(page, next)) && next != 0)
     hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
   return (hak_block *)next;
 #else
@@ -326,7 +342,7 @@ static inline void hak_next_encode(const hak_page *page, hak_block *b, hak_block
 #if HAK_SECURE
   uintptr_t mask = page->key ^ (uintptr_t)b;
   __asm__("" : "+r"(mask)); /* opaque to the compiler, so it cannot reassociate: one xor after loading `next` */
-  b->next = (hak_block *)((uintptr_t)next ^ mask);
+  b->next = (hak_block *)hak_rotl((uintptr_t)next ^ mask, HAK_LINK_ROTATION);
 #else
   (void)page;
   b->next = next;

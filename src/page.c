@@ -24,7 +24,7 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   page->reserved = (uint32_t)(((size_t)slices << HAK_SLICE_SHIFT) / bs);
   page->divisor_magic = UINT64_MAX / bs + 1;
   page->span = page->reserved * (uint32_t)bs;
-  page->block_limit = page->span - (uint32_t)bs + 1;
+  page->block_limit = (page->span - (uint32_t)bs) / 16 + 1;
   page->allocs = 0;
   page->used_at_flush = 0;
   page->empty_since = 0;

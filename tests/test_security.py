@@ -55,6 +55,8 @@ PROBES = {
     "underflow_1_small": (OVERFLOW, "write 1 byte before a 64-byte block", "any", "detect"),
     "underflow_32_small": (OVERFLOW, "write 32 bytes before a 64-byte block", "any", "detect"),
     "uaf_write_malloc": (FREELIST, "fill a freed 64-byte block with 0x41, then malloc(64) x4096", "any", "detect"),
+    "uaf_write_1_malloc": (FREELIST, "flip bit 4 of the first byte of a freed 64-byte block, then malloc(64) x4096",
+                           "any", "detect"),
     "freelist_hijack": (FREELIST, "fill a freed block with pointers to a global, then malloc(64) x4096",
                         "any", "detect"),
     "free_sized_wrong": (SIZED, "free_sized(p, 4096) of a 64-byte block", "any", "detect"),

@@ -250,6 +250,19 @@ static int uaf_write_malloc(void) {
   return 0;
 }
 
+/* Change only the lowest byte of a freed block's first word, as a one-byte overflow from the block
+ * below or a stray byte write would: the link moves by 16 bytes, so an allocator that follows it hands
+ * out a block that overlaps two others. */
+static int uaf_write_1_malloc(void) {
+  char *p = malloc(64);
+  if (!p) return fail("malloc returned NULL");
+  free(p);
+  target(p);
+  ((volatile unsigned char *)opaque(p))[0] ^= 0x10;
+  allocate_through(64, NULL);
+  return 0;
+}
+
 /* Overwrite a freed block with pointers to a global buffer: an allocator that trusts its free list
  * hands the global out. */
 static int freelist_hijack(void) {
@@ -372,6 +385,7 @@ static const struct probe probes[] = {
     {"underflow_1_small", underflow_1_small},
     {"underflow_32_small", underflow_32_small},
     {"uaf_write_malloc", uaf_write_malloc},
+    {"uaf_write_1_malloc", uaf_write_1_malloc},
     {"freelist_hijack", freelist_hijack},
     {"free_sized_wrong", free_sized_wrong},
     {"huge_malloc", huge_malloc},
