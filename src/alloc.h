@@ -10,9 +10,14 @@
 #include "internal.h"
 
 #if HAK_SECURE
-/* Hardened builds end every small/medium block with a canary word: hak_canary() while the block is
- * allocated, its complement (hak_canary_freed) while it is free, from carving on. A free finding the
- * freed value reports a double free, any other value an overflow from the block into its neighbour. */
+/* Hardened builds keep two words per small/medium block:
+ * - the canary, the block's last word, holds hak_canary() from carving on and is never written again: a
+ *   free that finds it changed reports an overflow from the block into its neighbour;
+ * - the freed tag, the block's second word, holds hak_canary_freed() while the block is free (malloc
+ *   clears it): a free that finds it reports a double free.
+ * The classes of hardened builds start at 32 bytes, so the two never share a word. malloc writes only the
+ * line it reads the free-list link from; free reads the canary's line but writes only the first line,
+ * which the link goes to anyway (a block's last line is not written back and forth between threads). */
 static inline uintptr_t hak_canary(const hak_page *page, const void *block) {
   return page->canary_key ^ (uintptr_t)block;
 }
@@ -25,10 +30,12 @@ static inline uintptr_t *hak_canary_word(const hak_page *page, const hak_block *
   return (uintptr_t *)((uint8_t *)b + page->block_size - HAK_CANARY_SIZE);
 }
 
-/* A popped block (it came through hak_next_decode or carving, so it is a block start) is marked
- * allocated again. */
-static inline void *hak_secure_on_alloc(hak_page *page, hak_block *b) {
-  *hak_canary_word(page, b) = hak_canary(page, b);
+static inline uintptr_t *hak_freed_tag(hak_block *b) { return (uintptr_t *)b + 1; }
+
+/* A popped block (it came through hak_next_decode or carving, so it is a block start) loses its freed
+ * tag. */
+static inline void *hak_secure_on_alloc(hak_block *b) {
+  *hak_freed_tag(b) = 0;
   return b;
 }
 #endif
@@ -46,7 +53,7 @@ static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
   page->used++;
   if (unlikely(++page->allocs == HAK_PAGE_TICK_ALLOCS)) b = hak_page_tick(heap, page, b);
 #if HAK_SECURE
-  return hak_secure_on_alloc(page, b);
+  return hak_secure_on_alloc(b);
 #else
   return b;
 #endif
@@ -81,16 +88,18 @@ __attribute__((noinline, cold)) void hak_free_other(void *p);
 
 #if HAK_SECURE
 /* Report a free that failed the checks below: not a block start, a double free or an overflow (secure.c). */
-__attribute__((noreturn, cold)) void hak_secure_bad_free(const hak_page *page, const hak_block *b);
+__attribute__((noreturn, cold)) void hak_secure_bad_free(const hak_page *page, hak_block *b);
 
-/* Hardened builds, on every free: the canary of the block shows it allocated. The canary depends on the
- * block's address, so a pointer that is not a block start fails it too (but for a 2^-64 chance); the
- * range test first keeps the canary read inside the page's blocks. secure.c tells the faults apart. */
+/* Hardened builds, on every free: the canary is intact and the block carries no freed tag; then it gets
+ * one. The canary depends on the block's address, so a pointer that is not a block start fails it too
+ * (but for a 2^-64 chance); the range test first keeps the reads inside the page's blocks. secure.c
+ * tells the faults apart. */
 static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
   if (unlikely(!hak_page_block_range(page, (uintptr_t)b))) hak_secure_bad_free(page, b);
-  uintptr_t *canary = hak_canary_word(page, b), expected = hak_canary(page, b);
-  if (unlikely(*canary != expected)) hak_secure_bad_free(page, b);
-  *canary = ~expected;
+  uintptr_t expected = hak_canary(page, b);
+  if (unlikely((*hak_canary_word(page, b) != expected) | (*hak_freed_tag(b) == ~expected)))
+    hak_secure_bad_free(page, b);
+  *hak_freed_tag(b) = ~expected;
 }
 #endif
 

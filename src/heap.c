@@ -57,7 +57,8 @@ void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited) {
 static uint8_t direct_first[HAK_DIRECT_CLASS_MAX + 2];
 
 static void init_direct_ranges(void) {
-  for (unsigned c = 1; c <= HAK_DIRECT_CLASS_MAX + 1; c++) direct_first[c] = (uint8_t)(hak_class_size(c - 1) / 16 + 1);
+  for (unsigned c = HAK_MIN_CLASS + 1; c <= HAK_DIRECT_CLASS_MAX + 1; c++)
+    direct_first[c] = (uint8_t)(hak_class_size(c - 1) / 16 + 1); /* classes below HAK_MIN_CLASS: no entries */
   direct_first[HAK_DIRECT_CLASS_MAX + 1] = HAK_DIRECT_COUNT; /* the last class may reach past the table */
 }
 

@@ -44,7 +44,8 @@ bool hak_page_extend(hak_page *page) {
 #if HAK_SECURE
   for (uint32_t i = 0; i < n; i++) { /* carved blocks are free: freeing one before malloc returned it is caught */
     hak_block *block = (hak_block *)(first + (size_t)i * bs);
-    *hak_canary_word(page, block) = hak_canary_freed(page, block);
+    *hak_canary_word(page, block) = hak_canary(page, block);
+    *hak_freed_tag(block) = hak_canary_freed(page, block);
   }
 #endif
   hak_block *b = (hak_block *)first;

@@ -1,7 +1,8 @@
 /* size_class.h — the size classes of the small and medium tiers and the mapping from a request size to
  * a class.
  *
- * Classes: 16, 32, ..., 128 in steps of 16 (classes 0-7), then four classes per doubling up to 512 KiB
+ * Classes: 16 (hardened builds start at 32), 32, ..., 128 in steps of 16 (classes 0-7), then four classes
+ * per doubling up to 512 KiB
  * (160, 192, 224, 256, 320, ...): a request wastes at most 25 % at the start of a doubling and 12.5 % at
  * its end. Requests up to HAK_SMALL_MAX map to a class through one table lookup; larger ones through a
  * bit scan. Above HAK_MEDIUM_MAX the large tier (large.c) takes over. */
@@ -16,10 +17,12 @@
  * canary added (rounded up to the table's 16-byte step). */
 #if defined(HAK_SECURE) && HAK_SECURE
 #define HAK_SMALL_MAX ((size_t)1040)
-#define HAK_DIRECT_CLASS_MAX 20u /* class of HAK_SMALL_MAX: classes 0..20 are reachable from the table */
+#define HAK_DIRECT_CLASS_MAX 20u /* class of HAK_SMALL_MAX: classes up to 20 are reachable from the table */
+#define HAK_MIN_CLASS 1u         /* 32 bytes: room for the free-list link, the freed tag and the canary */
 #else
 #define HAK_SMALL_MAX ((size_t)1024)
 #define HAK_DIRECT_CLASS_MAX 19u
+#define HAK_MIN_CLASS 0u
 #endif
 #define HAK_DIRECT_COUNT (HAK_SMALL_MAX / 16 + 1)
 #define HAK_MEDIUM_MAX ((size_t)512 << 10) /* largest class */
@@ -29,7 +32,7 @@ static inline size_t hak_direct_index(size_t size) { return (size + 15) >> 4; }
 
 /** Class of a size in 1 .. HAK_MEDIUM_MAX (size 0 is treated as 1). */
 static inline unsigned hak_size_class(size_t size) {
-  if (size <= 128) return size <= 16 ? 0 : (unsigned)((size - 1) >> 4);
+  if (size <= 128) return size <= 16 ? HAK_MIN_CLASS : (unsigned)((size - 1) >> 4);
   size_t n = size - 1;
   unsigned top = 63u - (unsigned)__builtin_clzll(n); /* 2^top <= n < 2^(top+1), top >= 7 */
   return 8u + (top - 7u) * 4u + (unsigned)((n >> (top - 2u)) & 3u);
