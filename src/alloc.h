@@ -32,8 +32,9 @@ static inline uintptr_t *hak_canary_word(const hak_page *page, const hak_block *
 
 static inline uintptr_t *hak_freed_tag(hak_block *b) { return (uintptr_t *)b + 1; }
 
-/* A popped block (it came through hak_next_decode or carving, so it is a block start) loses its freed
- * tag. */
+/* A popped block loses its freed tag. (hak_next_decode guarantees range and 16-byte alignment only: a
+ * link that decodes to the middle of a block takes the page's key to forge, and that block's free then
+ * fails the canary check.) */
 static inline void *hak_secure_on_alloc(hak_block *b) {
   *hak_freed_tag(b) = 0;
   return b;

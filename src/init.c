@@ -42,6 +42,9 @@ void hak_init(void) {
   int expected = INIT_NONE;
   if (atomic_compare_exchange_strong(&init_state, &expected, INIT_RUNNING)) {
     hak_options_init();
+#if HAK_SECURE
+    hak_secure_init();
+#endif
     if (hak_opts.value[HAK_OPT_STATS]) {
       int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
       if (fd >= 0) report_fd = fd;

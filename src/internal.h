@@ -49,8 +49,9 @@
  *
  * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) store free-list pointers xored with a per-page key
  * and rotated (a changed low byte decodes out of range), end every small/medium block with a canary
- * whose value also tells a freed block from an allocated one (overflows, double frees), and check that a
- * freed pointer is the start of a block (range test, then the address-dependent canary).
+ * written once at carving (overflows), mark free blocks with a tag in their second word (double
+ * frees), and check that a freed pointer is the start of a block (range test, then the
+ * address-dependent canary).
  */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
@@ -143,8 +144,7 @@ typedef struct hak_page {
   uint32_t span;            /* reserved * block_size: bytes of the page that hold blocks; 0 when not in use */
   uint32_t block_limit;     /* (span - block_size) / 16 + 1, 0 when not in use: see hak_page_block_range */
   uint64_t divisor_magic;   /* floor((2^64 - 1) / block_size) + 1: divisibility by one multiply (hardened) */
-  uintptr_t canary_key;     /* hardened builds: canary key, independent of `key` (a leaked canary tells nothing
-                             * about free-list pointers) */
+  uintptr_t canary_key;     /* hardened builds: canary key, from a secret of its own (see secure.c) */
   /* Line 3, written by other threads: the remote list. */
   _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
@@ -220,6 +220,12 @@ const char *hak_option_value_name(enum hak_option option, long value);
 void hak_init(void);
 /* Print one line "hakmem: <what> <ptr> (size class N: B bytes)" to stderr and abort. cls < 0: no class. */
 __attribute__((noreturn, cold)) void hak_fatal(const char *what, const void *ptr, int cls);
+
+#if HAK_SECURE
+/* Hardened builds (secure.c): read the key secrets (once, from hak_init), and make the keys of a new page. */
+void hak_secure_init(void);
+void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key);
+#endif
 /* The same for a block of the large tier: "... (large block of N bytes)". */
 __attribute__((noreturn, cold)) void hak_fatal_large(const char *what, const void *ptr, size_t bytes);
 /* File descriptor for reports to stderr (a duplicate that survives the program closing fd 2). */

@@ -1,14 +1,51 @@
-/* secure.c — the error reports of hardened builds (HAK_SECURE=1, libhakmem-secure.so) for a free that
- * failed its checks; the checks themselves are inline in alloc.h. Default builds
- * compile this file empty. */
+/* secure.c — hardened builds (HAK_SECURE=1, libhakmem-secure.so): the keys of each page, derived from
+ * two secrets read once from the kernel, and the error reports for a free that failed its checks. The
+ * checks themselves are inline in alloc.h. Default builds compile this file empty. */
 #include "alloc.h"
 
 #if HAK_SECURE
+#include <sys/random.h>
+#include <time.h>
+
+/* Independent secrets for the two kinds of key: a page's free-list key mixes the heap's generator with
+ * the first, its canary key with the second, so a leaked canary (an over-read of a block's end) tells
+ * nothing about free-list keys, nor the other way round. */
+static uint64_t key_secret[2];
+
+/* A bijective 64-bit finalizer (splitmix64's): every input bit affects every output bit. */
+static uint64_t mix64(uint64_t x) {
+  x ^= x >> 30;
+  x *= 0xbf58476d1ce4e5b9ull;
+  x ^= x >> 27;
+  x *= 0x94d049bb133111ebull;
+  return x ^ (x >> 31);
+}
+
+void hak_secure_init(void) {
+  if (getrandom(key_secret, sizeof key_secret, GRND_NONBLOCK) == (ssize_t)sizeof key_secret) return;
+  /* no entropy yet (early boot) or no getrandom: the clock, the cycle counter and ASLR'd addresses */
+  struct timespec ts;
+  clock_gettime(CLOCK_REALTIME, &ts);
+  uint64_t seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)__builtin_ia32_rdtsc();
+  key_secret[0] = mix64(seed ^ (uintptr_t)&ts);
+  key_secret[1] = mix64(key_secret[0] ^ (uintptr_t)&key_secret ^ (uint64_t)__builtin_ia32_rdtsc());
+}
+
+void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key) {
+  heap->random ^= heap->random << 13; /* xorshift64: a new input for every page */
+  heap->random ^= heap->random >> 7;
+  heap->random ^= heap->random << 17;
+  *key = mix64(heap->random ^ key_secret[0]) | 1;
+  *canary_key = mix64(heap->random ^ key_secret[1]);
+}
+
 void hak_secure_bad_free(const hak_page *page, hak_block *b) {
+  uintptr_t off = (uintptr_t)b - (uintptr_t)page->start;
   if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", b, -1);
-  if ((uintptr_t)b - (uintptr_t)page->start >= page->span)
-    hak_fatal("free of a pointer that is not an allocated block:", b, page->size_class);
+  if (off >= page->span) hak_fatal("free of a pointer that is not an allocated block:", b, page->size_class);
   if (!hak_page_is_block_start(page, (uintptr_t)b)) hak_fatal("free of an interior pointer", b, page->size_class);
+  if (off >= (uintptr_t)page->capacity * page->block_size) /* not carved yet: malloc never returned it */
+    hak_fatal("free of a pointer that is not an allocated block:", b, page->size_class);
   if (*hak_canary_word(page, b) != hak_canary(page, b))
     hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
   hak_fatal("double free (or free of a block not allocated) detected of", b, page->size_class);

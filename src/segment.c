@@ -110,16 +110,6 @@ void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
   seg->purge_due_ms = 0;
 }
 
-#if HAK_SECURE
-/* The heap's xorshift64 generator (seeded per heap from its address, the clock and the TSC): page keys. */
-static uint64_t next_random(hak_heap *heap) {
-  heap->random ^= heap->random << 13;
-  heap->random ^= heap->random >> 7;
-  heap->random ^= heap->random << 17;
-  return heap->random;
-}
-#endif
-
 static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
   uint64_t bits = run_mask(at, n);
   uint64_t purged = bits & seg->purged_slices;
@@ -131,8 +121,7 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   hak_page *page = &seg->pages[at];
   uintptr_t key = 0, canary_key = 0;
 #if HAK_SECURE
-  key = next_random(heap) | 1;
-  canary_key = next_random(heap);
+  hak_secure_page_keys(heap, &key, &canary_key);
 #endif
   hak_page_init(page, seg, at, n, cls, key, canary_key);
   seg->used_pages++;
