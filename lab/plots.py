@@ -62,10 +62,17 @@ def _save(plt, fig, path: Path, title: str) -> Path:
     return path
 
 
+def _nothing_to_draw(path: Path) -> None:
+    """No figure this time: remove one an earlier run left at `path`, so a report never sits next to a
+    figure of other data."""
+    path.unlink(missing_ok=True)
+    return None
+
+
 def bars(path: Path, title: str, panels: list[BarPanel]) -> Path | None:
     plt = _pyplot()
     if plt is None or not panels:
-        return None
+        return _nothing_to_draw(path)
     fig, axes = _grid(plt, len(panels))
     for ax, p in zip(axes, panels):
         x = range(len(p.labels))
@@ -83,7 +90,7 @@ def bars(path: Path, title: str, panels: list[BarPanel]) -> Path | None:
 def lines(path: Path, title: str, panels: list[LinePanel]) -> Path | None:
     plt = _pyplot()
     if plt is None or not panels:
-        return None
+        return _nothing_to_draw(path)
     fig, axes = _grid(plt, len(panels), width=6.0, height=4.0)
     for ax, p in zip(axes, panels):
         for label, (xs, ys) in p.series.items():
@@ -106,7 +113,7 @@ def grouped_bars(path: Path, title: str, groups: list[str], series: dict[str, li
     """One group of bars per entry of `groups`, one bar per series in each."""
     plt = _pyplot()
     if plt is None or not groups or not series:
-        return None
+        return _nothing_to_draw(path)
     fig, ax = plt.subplots(figsize=(max(6.0, 1.5 * len(groups) * len(series) / 2), 4.0))
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):

@@ -98,3 +98,17 @@ def test_fmt_num_thousands_suffix():
     assert fmt_num(10000.0) == "10k"
     assert fmt_num(9999.0) == "9,999"
     assert fmt_num(2.5e6) == "2.5M"
+
+
+def test_no_figure_removes_a_stale_one(tmp_path, monkeypatch):
+    """Without matplotlib a report gets no figure, and one an earlier run left there is removed rather
+    than shown beside data it was not drawn from."""
+    from lab import plots
+
+    stale = tmp_path / "workloads.png"
+    stale.write_bytes(b"old figure")
+    monkeypatch.setattr(plots, "_pyplot", lambda: None)
+    panel = plots.BarPanel("w", ["a"], [1.0])
+    assert plots.bars(stale, "t", [panel]) is None
+    assert not stale.exists()
+    assert plots.bars(tmp_path / "never.png", "t", [panel]) is None
