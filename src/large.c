@@ -97,6 +97,7 @@ static hak_large *map_new(size_t need, size_t map_align) {
   }
   h->kind = HAK_KIND_LARGE;
   h->map_size = need;
+  h->resident_end = HAK_OS_PAGE; /* the header */
   h->zero = true;
   return h;
 }
@@ -122,6 +123,7 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
   }
   if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
     h->map_size = need;
+    if (h->resident_end > need) h->resident_end = need;
     return h;
   }
   if (need < h->map_size) return h; /* shrinking in place failed: keep the larger mapping */
@@ -159,10 +161,11 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     hak_large *resized = mapping_resize(h, need);
     if (resized == NULL) large_unmap(h); /* out of memory: give the old mapping back and map afresh */
     h = resized;
-  } else if (h != NULL && h->map_size - need > need / 4 && !h->zero) {
-    /* a fitting mapping over 1.25x the request: its tail keeps whatever pages earlier blocks touched, so
-     * give them back (big: peak RSS 37.0 -> 34.4 MiB for 25 % of its time, docs/notes 2026-11-23) */
-    hak_os_advise((uint8_t *)h + need, h->map_size - need, MADV_DONTNEED);
+  } else if (h != NULL && h->resident_end > need + need / 4 && !h->zero) {
+    /* earlier blocks may have touched over 1.25x the request: give back the pages past it (big: peak
+     * RSS 37.0 -> 34.4 MiB, docs/notes 2026-11-23); a tail no block touched since needs no call */
+    hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED);
+    h->resident_end = need;
   }
   if (h != NULL) {
     atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
@@ -181,6 +184,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   h->cached = 0;
+  if (h->resident_end < need) h->resident_end = need;
   errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
@@ -250,6 +254,7 @@ void hak_large_collect(bool force) {
       if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
         h->purged = true;
         h->zero = !lazy;
+        h->resident_end = HAK_OS_PAGE;
         atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
       }
     }
@@ -269,9 +274,14 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
     return NULL;
   }
   size_t need = page_round(off + size);
-  if (need <= h->map_size && need >= h->map_size / 2) return p;
+  if (need <= h->map_size && need >= h->map_size / 2) {
+    if (h->resident_end < need) h->resident_end = need;
+    return p;
+  }
   int saved_errno = errno;
   hak_large *resized = mapping_resize(h, need);
   errno = resized != NULL ? saved_errno : ENOMEM;
-  return resized != NULL ? resized->user : NULL;
+  if (resized == NULL) return NULL;
+  if (resized->resident_end < need) resized->resident_end = need;
+  return resized->user;
 }
