@@ -82,7 +82,8 @@ struct hak_stats {
   uint64_t alloc_bytes[HAK_TIER_COUNT]; /**< bytes handed out per tier (block sizes, not requests) */
   uint64_t frees;                       /**< blocks freed, all tiers */
   uint64_t remote_frees;                /**< of those, freed by a thread other than the owner */
-  uint64_t committed_bytes;             /**< bytes of mappings currently backed or backable by RAM */
+  uint64_t committed_bytes;             /**< bytes mapped and not given back (purged, or the released tail
+                                             of a reused large mapping); pages never touched count too */
   uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */
   uint64_t mapped_bytes;                /**< bytes of address space currently mapped */
   uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls; /**< OS calls made */

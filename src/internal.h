@@ -292,6 +292,7 @@ typedef struct hak_large {
   uint32_t cached;        /* 1 while in the cache (freed) */
   size_t map_size;        /* bytes mapped from the header on */
   size_t resident_end;    /* bytes from the header on that blocks may have touched since the last release */
+  size_t released_tail;   /* bytes at the end given back while mapped: not counted as committed */
   uint8_t *user;          /* block handed out */
   uint64_t freed_ms;
   bool zero;              /* every byte after the header is known to be zero */

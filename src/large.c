@@ -52,9 +52,17 @@ static void cache_unlink(hak_large *h) {
   if (!h->purged) atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
 }
 
+/* Committed-bytes accounting (os.h) of the mapping's last `tail` bytes, given back while it stays mapped. */
+static void set_released_tail(hak_large *h, size_t tail) {
+  if (tail > h->released_tail) hak_os_uncommit(tail - h->released_tail);
+  else hak_os_recommit(h->released_tail - tail);
+  h->released_tail = tail;
+}
+
 static void large_unmap(hak_large *h) {
   if (h->user) hak_pagemap_set(h->user, NULL);
   if (h->purged) hak_os_recommit(h->map_size - HAK_OS_PAGE);
+  set_released_tail(h, 0);
   hak_os_unmap(h, h->map_size, true);
 }
 
@@ -98,6 +106,7 @@ static hak_large *map_new(size_t need, size_t map_align) {
   h->kind = HAK_KIND_LARGE;
   h->map_size = need;
   h->resident_end = HAK_OS_PAGE; /* the header */
+  h->released_tail = 0;
   h->zero = true;
   return h;
 }
@@ -121,6 +130,7 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
     hak_pagemap_set(h->user, NULL);
     h->user = NULL;
   }
+  set_released_tail(h, 0); /* the remap below counts the whole old size */
   if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
     h->map_size = need;
     if (h->resident_end > need) h->resident_end = need;
@@ -164,7 +174,8 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   } else if (h != NULL && h->resident_end > need + need / 4 && !h->zero) {
     /* earlier blocks may have touched over 1.25x the request: give back the pages past it (big: peak
      * RSS 37.0 -> 34.4 MiB, docs/notes 2026-11-23); a tail no block touched since needs no call */
-    hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED);
+    if (hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED) == 0)
+      set_released_tail(h, h->map_size - need);
     h->resident_end = need;
   }
   if (h != NULL) {
@@ -185,6 +196,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   }
   h->cached = 0;
   if (h->resident_end < need) h->resident_end = need;
+  if (h->released_tail > h->map_size - need) set_released_tail(h, h->map_size - need);
   errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
@@ -255,6 +267,7 @@ void hak_large_collect(bool force) {
         h->purged = true;
         h->zero = !lazy;
         h->resident_end = HAK_OS_PAGE;
+        set_released_tail(h, 0); /* the purge took the whole mapping off the count */
         atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
       }
     }
@@ -276,6 +289,7 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
   size_t need = page_round(off + size);
   if (need <= h->map_size && need >= h->map_size / 2) {
     if (h->resident_end < need) h->resident_end = need;
+    if (h->released_tail > h->map_size - need) set_released_tail(h, h->map_size - need);
     return p;
   }
   int saved_errno = errno;

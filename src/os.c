@@ -102,6 +102,8 @@ int hak_os_purge(void *addr, size_t size, bool lazy) {
 
 void hak_os_recommit(size_t size) { count_commit((int64_t)size); }
 
+void hak_os_uncommit(size_t size) { count_commit(-(int64_t)size); }
+
 void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target) {
   atomic_fetch_add_explicit(&hak_os_counters.mremap_calls, 1, memory_order_relaxed);
   void *p = target == NULL ? mremap(addr, old_size, new_size, 0)

@@ -32,6 +32,8 @@ void hak_os_unmap(void *addr, size_t size, bool committed);
 int hak_os_purge(void *addr, size_t size, bool lazy);
 /** Record that a purged range is about to be used again (committed accounting only, no syscall). */
 void hak_os_recommit(size_t size);
+/** Record that a range was given back by hak_os_advise rather than hak_os_purge (accounting only). */
+void hak_os_uncommit(size_t size);
 /** Counted madvise with any advice (MADV_WILLNEED, MADV_HUGEPAGE, ...). Returns 0 or errno. */
 int hak_os_advise(void *addr, size_t size, int advice);
 /** Resize a mapping with mremap. With target NULL only in place; otherwise the pages move onto

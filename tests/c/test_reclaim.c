@@ -205,9 +205,18 @@ static int check_tail(void) {
   memset(p, 1, big);
   double touched = rss_mib();
   free(p); /* cached: the purge delay outlasts the test */
+  struct hak_stats cached, reused;
+  stats_get(&cached);
   char *q = malloc(smaller);
   if (q == NULL) return fprintf(stderr, "FAIL tail: malloc(18 MiB) failed\n"), 1;
   double after = rss_mib();
+  stats_get(&reused);
+  double uncommitted = ((double)cached.committed_bytes - (double)reused.committed_bytes) / (1 << 20);
+  printf("tail: committed bytes fell by %.1f MiB\n", uncommitted);
+  if (uncommitted < 5.9 || uncommitted > 6.1) {
+    fprintf(stderr, "FAIL tail: committed bytes fell by %.1f MiB, not by the 6 MiB given back\n", uncommitted);
+    return 1;
+  }
   printf("tail: rss %.1f MiB with 24 MiB touched, %.1f MiB once an 18 MiB block reuses the mapping (%s)\n", touched,
          after, q == p ? "same address" : "another address");
   free(q);
@@ -227,8 +236,23 @@ static int check_tail(void) {
     free(r);
   }
   stats_get(&later);
+  if (later.committed_bytes != reused.committed_bytes) {
+    fprintf(stderr, "FAIL tail: committed bytes moved by %lld in reuses of the same size\n",
+            (long long)(later.committed_bytes - reused.committed_bytes));
+    return 1;
+  }
   printf("tail: %llu madvise calls in 3 reuses of the released mapping\n",
          (unsigned long long)(later.madvise_calls - before.madvise_calls));
+  char *whole = malloc(big); /* the full size again: the released tail counts as committed once more */
+  struct hak_stats regrown;
+  stats_get(&regrown);
+  free(whole);
+  double recommitted = ((double)regrown.committed_bytes - (double)later.committed_bytes) / (1 << 20);
+  if (whole != p || recommitted < 5.9 || recommitted > 6.1) {
+    fprintf(stderr, "FAIL tail: a 24 MiB block on the mapping (%s) recommitted %.1f MiB, not 6\n",
+            whole == p ? "reused" : "not reused", recommitted);
+    return 1;
+  }
   if (later.madvise_calls != before.madvise_calls) {
     fprintf(stderr, "FAIL tail: reusing a mapping whose tail is already released made %llu madvise calls\n",
             (unsigned long long)(later.madvise_calls - before.madvise_calls));
