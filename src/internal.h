@@ -220,16 +220,15 @@ const char *hak_option_value_name(enum hak_option option, long value);
 void hak_init(void);
 /* Print one line "hakmem: <what> <ptr> (size class N: B bytes)" to stderr and abort. cls < 0: no class. */
 __attribute__((noreturn, cold)) void hak_fatal(const char *what, const void *ptr, int cls);
-
+/* The same for a block of the large tier: "... (large block of N bytes)". */
+__attribute__((noreturn, cold)) void hak_fatal_large(const char *what, const void *ptr, size_t bytes);
+/* File descriptor for reports to stderr (a duplicate that survives the program closing fd 2). */
+int hak_report_fd(void);
 #if HAK_SECURE
 /* Hardened builds (secure.c): read the key secrets (once, from hak_init), and make the keys of a new page. */
 void hak_secure_init(void);
 void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key);
 #endif
-/* The same for a block of the large tier: "... (large block of N bytes)". */
-__attribute__((noreturn, cold)) void hak_fatal_large(const char *what, const void *ptr, size_t bytes);
-/* File descriptor for reports to stderr (a duplicate that survives the program closing fd 2). */
-int hak_report_fd(void);
 /* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
 void hak_warn_raw(const char *line, size_t len);
 
