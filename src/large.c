@@ -174,9 +174,10 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   } else if (h != NULL && h->resident_end > need + need / 4 && !h->zero) {
     /* earlier blocks may have touched over 1.25x the request: give back the pages past it (big: peak
      * RSS 37.0 -> 34.4 MiB, docs/notes 2026-11-23); a tail no block touched since needs no call */
-    if (hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED) == 0)
+    if (hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED) == 0) {
       set_released_tail(h, h->map_size - need);
-    h->resident_end = need;
+      h->resident_end = need;
+    }
   }
   if (h != NULL) {
     atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
