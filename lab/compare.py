@@ -210,10 +210,9 @@ def make_plots(out_dir: Path, works: list[wl.Workload], tables: dict[str, list[d
                                          [r["allocator"] for r in rows], [r["metric"] for r in rows],
                                          [r["min"] for r in rows], [r["max"] for r in rows], w.unit))
     written = [plots.bars(out_dir / "workloads.png", "median, min–max", panels)]
-    if g:
-        written.append(plots.bars(out_dir / "geomean.png", "geometric mean ratio to best (lower is better)",
-                                  [plots.BarPanel("all workloads", [r["allocator"] for r in g],
-                                                  [r["geomean"] for r in g], ylabel="ratio")]))
+    written.append(plots.bars(out_dir / "geomean.png", "geometric mean ratio to best (lower is better)",
+                              [plots.BarPanel("all workloads", [r["allocator"] for r in g],
+                                              [r["geomean"] for r in g], ylabel="ratio")] if g else []))
     return [p.name for p in written if p is not None]
 
 

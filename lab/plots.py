@@ -1,6 +1,7 @@
 """plots.py — the PNG figures of the reports, drawn with matplotlib (Agg, no display needed): bar panels
 (one per workload), line panels (scaling, soak, CCDF) and grouped bars (A/B). Each function returns the
-file written, or None when matplotlib is not installed."""
+file written, or None (removing any older file at that path) when matplotlib is not installed or there
+is nothing to draw."""
 
 from __future__ import annotations
 

@@ -46,7 +46,7 @@ size_t hak_usable_size_of(const void *p) {
   }
   if (owner != NULL && ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG)) {
     hak_large *h = (hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG);
-    if (h->user == p && !h->cached) return hak_large_usable(h);
+    if (h->user == p && !h->cached) return hak_large_usable_claim(h);
   }
   hak_fatal("usable size asked of a pointer hakmem never returned:", p, -1);
 }

@@ -302,7 +302,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     if (seg == NULL && heap->segments == NULL && other_threads_live()) {
       /* A new thread about to map its first segment: a thread that just handed it its objects is often
        * a moment from exiting and abandoning a segment this one could reuse (larson: peak RSS over 9
-       * runs 5.2-6.9 MiB -> 5.2-5.4, docs/notes 2026-11-23). Let it run once, then look again. */
+       * runs 5.3-7.3 MiB -> 5.2-6.4, docs/notes 2026-11-23). Let it run once, then look again. */
       sched_yield();
       seg = hak_segment_reclaim_one();
     }

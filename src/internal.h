@@ -290,7 +290,8 @@ typedef struct hak_large {
   uint32_t kind;          /* HAK_KIND_LARGE */
   uint32_t cached;        /* 1 while in the cache (freed) */
   size_t map_size;        /* bytes mapped from the header on */
-  size_t resident_end;    /* bytes from the header on that blocks may have touched since the last release */
+  size_t resident_end;    /* bytes from the header on that blocks may have touched since the last release
+                           * (each block's request, or the whole usable size once it was asked) */
   size_t released_tail;   /* bytes at the end given back while mapped: not counted as committed */
   uint8_t *user;          /* block handed out */
   uint64_t freed_ms;
@@ -302,6 +303,9 @@ typedef struct hak_large {
 void *hak_large_alloc(size_t size, size_t align, bool zero);
 void hak_large_free(hak_large *hdr, void *p);
 size_t hak_large_usable(const hak_large *hdr);
+/* The usable size told to the program (malloc_usable_size): it may write all of it from now on, so the
+ * mapping counts every byte as touched and committed. */
+size_t hak_large_usable_claim(hak_large *hdr);
 void *hak_large_realloc(hak_large *hdr, void *p, size_t size);
 void hak_large_collect(bool force);
 void hak_large_lock(void);

@@ -208,6 +208,12 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
 
 size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->user - (const uint8_t *)h); }
 
+size_t hak_large_usable_claim(hak_large *h) {
+  h->resident_end = h->map_size; /* the caller may now write all of it */
+  set_released_tail(h, 0);
+  return hak_large_usable(h);
+}
+
 void hak_large_free(hak_large *h, void *p) {
   if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
     hak_fatal("free of a pointer that is not an allocated block:", p, -1);
@@ -267,7 +273,7 @@ void hak_large_collect(bool force) {
       if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
         h->purged = true;
         h->zero = !lazy;
-        h->resident_end = HAK_OS_PAGE;
+        if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
         set_released_tail(h, 0); /* the purge took the whole mapping off the count */
         atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
       }

@@ -253,6 +253,20 @@ static int check_tail(void) {
             whole == p ? "reused" : "not reused", recommitted);
     return 1;
   }
+  /* a program may write all of malloc_usable_size: those pages go back too at the next smaller reuse */
+  char *u = malloc(smaller);
+  size_t usable = malloc_usable_size(u);
+  memset(u, 3, usable);
+  free(u);
+  char *v = malloc(smaller);
+  double reused_rss = rss_mib();
+  free(v);
+  printf("tail: rss %.1f MiB after a block filled to its usable size (%.1f MiB) was freed and reused\n", reused_rss,
+         (double)usable / (1 << 20));
+  if (u != p || v != p || reused_rss > after + 1.0) {
+    fprintf(stderr, "FAIL tail: %.1f MiB resident after reuse, %.1f before the usable-size fill\n", reused_rss, after);
+    return 1;
+  }
   if (later.madvise_calls != before.madvise_calls) {
     fprintf(stderr, "FAIL tail: reusing a mapping whose tail is already released made %llu madvise calls\n",
             (unsigned long long)(later.madvise_calls - before.madvise_calls));
