@@ -51,14 +51,16 @@ def _thp() -> str | None:
 
 
 def _hakmem_commit(root: str | os.PathLike | None) -> str | None:
-    """The checked-out commit of the hakmem tree, with " (modified)" when it has uncommitted changes."""
+    """The checked-out commit of the hakmem tree, with " (modified)" when it has uncommitted changes outside
+    docs/ (where reports are written: one report saved there must not mark the next run)."""
     if root is None:
         return None
     head = _first_line(["git", "-C", str(root), "rev-parse", "--short=12", "HEAD"])
     if head is None:
         return None
     try:
-        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        out = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no", "--",
+                              ".", ":(exclude)docs"],
                              capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.SubprocessError):
         return head
