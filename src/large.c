@@ -59,6 +59,12 @@ static void set_released_tail(hak_large *h, size_t tail) {
   h->released_tail = tail;
 }
 
+/* The mapping's block now reaches `need` bytes from the header: those may be touched and count as committed. */
+static void block_reaches(hak_large *h, size_t need) {
+  if (h->resident_end < need) h->resident_end = need;
+  if (h->released_tail > h->map_size - need) set_released_tail(h, h->map_size - need);
+}
+
 static void large_unmap(hak_large *h) {
   if (h->user) hak_pagemap_set(h->user, NULL);
   if (h->purged) hak_os_recommit(h->map_size - HAK_OS_PAGE);
@@ -196,8 +202,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   h->cached = 0;
-  if (h->resident_end < need) h->resident_end = need;
-  if (h->released_tail > h->map_size - need) set_released_tail(h, h->map_size - need);
+  block_reaches(h, need);
   errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
@@ -295,14 +300,13 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
   }
   size_t need = page_round(off + size);
   if (need <= h->map_size && need >= h->map_size / 2) {
-    if (h->resident_end < need) h->resident_end = need;
-    if (h->released_tail > h->map_size - need) set_released_tail(h, h->map_size - need);
+    block_reaches(h, need);
     return p;
   }
   int saved_errno = errno;
   hak_large *resized = mapping_resize(h, need);
   errno = resized != NULL ? saved_errno : ENOMEM;
   if (resized == NULL) return NULL;
-  if (resized->resident_end < need) resized->resident_end = need;
+  block_reaches(resized, need);
   return resized->user;
 }
