@@ -46,6 +46,11 @@ void hak_heaps_unlock(void) {
 void hak_heaps_after_fork_child(void) {
   pthread_mutex_init(&heaps.lock, NULL);
   pthread_mutex_init(&late.lock, NULL);
+  /* Only the forking thread lives on in the child: the parent's other threads count as exited (their
+   * heaps stay in use, their blocks reachable), so other_threads_live() is false until the child starts one. */
+  uint64_t started = atomic_load_explicit(&heaps.started, memory_order_relaxed);
+  atomic_store_explicit(&heaps.exited, started - (hak_tls_heap != &hak_heap_empty ? 1 : 0),
+                        memory_order_relaxed);
 }
 hak_heap *hak_heaps_first(void) { return heaps.all; }
 
@@ -299,10 +304,12 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     /* No room in the heap's segments: take a segment of an exited thread. Its pages join the queues,
      * and one of this class with free blocks is used before a new page is carved anywhere. */
     hak_segment *seg = hak_segment_reclaim_one();
-    if (seg == NULL && heap->segments == NULL && other_threads_live()) {
+    if (seg == NULL && heap->segments == NULL && heap != late.heap && other_threads_live()) {
       /* A new thread about to map its first segment: a thread that just handed it its objects is often
        * a moment from exiting and abandoning a segment this one could reuse (larson: peak RSS over 9
-       * runs 5.3-7.3 MiB -> 5.2-6.4, docs/notes 2026-11-23). Let it run once, then look again. */
+       * runs 5.3-7.3 MiB -> 5.2-6.4, docs/notes 2026-11-23). Let it run once, then look again. (Also when
+       * the segment cache holds an empty segment: adopting the abandoned one instead lets the cached one
+       * be purged. Not for the shared late heap, whose mutex is held here.) */
       sched_yield();
       seg = hak_segment_reclaim_one();
     }

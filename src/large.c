@@ -128,7 +128,8 @@ static bool place_user(hak_large *h, uint8_t *user) {
 /* Resize the mapping of h to `need` bytes, in place when the kernel can, else by moving its pages onto a
  * new mapping with the same alignment; the block keeps its offset and its pagemap entry follows it (a
  * cached mapping shrunk below its old block's offset loses that block: h->user becomes NULL).
- * Returns the header (moved or not), or NULL when memory ran out (h still mapped, at its old size). */
+ * Returns the header (moved or not), or NULL when memory ran out (h still mapped, at its old size, with
+ * its released tail still counted as such). */
 static hak_large *mapping_resize(hak_large *h, size_t need) {
   if (h->user != NULL && (size_t)(h->user - (uint8_t *)h) >= need) {
     /* a cached mapping whose last block lies past the new end: drop that block's pagemap entry before the
@@ -136,16 +137,23 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
     hak_pagemap_set(h->user, NULL);
     h->user = NULL;
   }
+  size_t old_tail = h->released_tail;
   set_released_tail(h, 0); /* the remap below counts the whole old size */
   if (hak_os_remap(h, h->map_size, need, NULL) != NULL) {
     h->map_size = need;
     if (h->resident_end > need) h->resident_end = need;
     return h;
   }
-  if (need < h->map_size) return h; /* shrinking in place failed: keep the larger mapping */
+  if (need < h->map_size) { /* shrinking in place failed: keep the larger mapping, its tail still given back */
+    set_released_tail(h, old_tail);
+    return h;
+  }
   size_t off = (size_t)(h->user - (uint8_t *)h); /* growing: the block lies inside the old mapping */
   void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
-  if (target == NULL) return NULL;
+  if (target == NULL) {
+    set_released_tail(h, old_tail);
+    return NULL;
+  }
   size_t old_size = h->map_size;
   void *old_user = h->user;
   /* forget the old chunk before the old range is gone, so a mapping made there meanwhile keeps its entry */
@@ -154,6 +162,7 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
   if (moved == NULL) {
     hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
     hak_os_unmap(target, need, true);
+    set_released_tail(h, old_tail);
     return NULL;
   }
   moved->map_size = need;

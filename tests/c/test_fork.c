@@ -19,6 +19,7 @@
 #include <sys/wait.h>
 #include <time.h>
 
+#include "hakmem.h"
 #include "tcheck.h"
 
 extern char **environ;
@@ -122,8 +123,16 @@ static void *child_thread(void *arg) {
 }
 
 /* What a child does after fork (or after exec with --exec-child). Returns the exit status. */
-static int child_work(int round, int may_fork) {
+static int child_work(int round, int may_fork, int forked) {
   uint64_t rng = (uint64_t)round * 31337 + (uint64_t)getpid();
+  /* Under hakmem, the parent's other threads count as exited in a forked child: only this one lives. */
+  int (*stats_get)(struct hak_stats *) = (int (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
+  struct hak_stats st;
+  if (forked && stats_get != NULL && stats_get(&st) == 0 && st.threads_started - st.threads_exited != 1) {
+    fprintf(stderr, "%s:%d: FAIL: forked child (pid %d) sees %llu live thread heaps, expected 1\n", __FILE__,
+            __LINE__, getpid(), (unsigned long long)(st.threads_started - st.threads_exited));
+    return 1;
+  }
   /* Blocks inherited from the parent were allocated by threads that do not exist here. */
   lock_shared();
   int n = shared_count;
@@ -190,7 +199,7 @@ static void wait_child(pid_t pid, const char *what, uint64_t *rng) {
 
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
-  if (argc > 1 && strcmp(argv[1], "--exec-child") == 0) return child_work(atoi(argv[2]), 0);
+  if (argc > 1 && strcmp(argv[1], "--exec-child") == 0) return child_work(atoi(argv[2]), 0, 0);
   int rounds = argc > 1 ? atoi(argv[1]) : 24;
   self_path = "/proc/self/exe";
   printf("allocator: %s\n", tc_hakmem_active() ? "hakmem" : "glibc");
@@ -209,7 +218,7 @@ int main(int argc, char **argv) {
     REQUIRE(pid >= 0, "fork: %s", strerror(errno));
     if (pid == 0) {
       int mode = round % 3;
-      if (mode == 0) exit(child_work(round, round % 2 == 0));
+      if (mode == 0) exit(child_work(round, round % 2 == 0, 1));
       churn(&rng, 2000, "child before exec");
       char arg[16];
       snprintf(arg, sizeof arg, "%d", round);
