@@ -1,5 +1,5 @@
 """cli.py — the `hakmem-lab` command (also `python3 -m lab`): parses the sub-command and runs it.
-Sub-commands: compare, quick, scaling, ab, soak, latency, paging (lab/paging.py), list.
+Sub-commands: compare, quick, paired, scaling, ab, soak, latency, paging (lab/paging.py), list.
 Exit status: 0 success, 1 some runs failed, 2 bad usage, 3 a run used the wrong allocator, 130 interrupted
 (a partial report is still written)."""
 
@@ -37,6 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--version", action="version", version=f"hakmem-lab {__version__}")
     sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
     compare.add_parsers(sub)
+    compare.add_paired_parser(sub)
     scaling.add_parser(sub)
     ab.add_parser(sub)
     soak.add_parser(sub)

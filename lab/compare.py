@@ -2,11 +2,15 @@
 interleaved (A B C D A B C D ...), then one latency pass (-l) and one strace pass per pair, never timed.
 Per workload a ranked table (rank, allocator, figure with min–max, vs best, times, page faults, peak RSS,
 system calls per operation, latency percentiles), then each allocator's geometric-mean ratio to the best,
-the floor ratio (malloc+free pair vs a bare free-list pop+push), per-size tables and the system calls."""
+hakmem against each workload's best other allocator round by round (median ratio, confidence interval,
+verdict: ahead, behind or within noise), the floor ratio (malloc+free pair vs a bare free-list pop+push),
+per-size tables and the system calls. The `paired` sub-command prints the round-by-round table of a
+finished report again, for any allocator as the subject."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import re
 from pathlib import Path
 
@@ -31,6 +35,14 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         p.add_argument("--no-strace", action="store_true", help="skip the system-call pass")
         p.add_argument("--no-latency", action="store_true", help="skip the latency pass")
         p.set_defaults(func=run_quick if name == "quick" else run_compare)
+
+
+def add_paired_parser(sub: argparse._SubParsersAction) -> None:
+    text = "the round-by-round table of a finished compare, from its data.json"
+    p = sub.add_parser("paired", help=text, description=text + " (any allocator as the subject).")
+    p.add_argument("data", type=Path, help="a compare report's folder or its data.json")
+    p.add_argument("--subject", default=SUBJECT, help=f"the allocator held against the others (default {SUBJECT})")
+    p.set_defaults(func=run_paired)
 
 
 class Measurements:
@@ -100,6 +112,45 @@ def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[di
             r["ratio"] = stats.ratio_to_best(r["metric"], best, w.higher_is_better) if r["metric"] > 0 else None
     ok.sort(key=lambda r: r.get("ratio") or float("inf"))
     return ok + [r for r in rows if r["failed"]]
+
+
+SUBJECT = "hakmem"
+
+
+def paired(w: wl.Workload, rows: list[dict], m: Measurements, subject: str = SUBJECT) -> dict | None:
+    """The subject against the best other allocator of the workload, round by round: each interleaved
+    round gives one ratio of the subject's time to the other's (both runs of a round saw the same machine
+    state), and the row holds their median, its distribution-free confidence interval and a verdict:
+    "ahead" or "behind" when the interval excludes 1, "within noise" when it holds 1, marked as having too
+    few rounds when even all of them cannot reach 95 % coverage. None when there is no subject or no other."""
+    ok = [r for r in rows if not r["failed"]]
+    others = [r for r in ok if r["allocator"] != subject]
+    if not others or not any(r["allocator"] == subject for r in ok):
+        return None
+    peer = others[0]["allocator"]  # rows are sorted best first
+    ratios = []
+    for mine, theirs in zip(m.timed.get((w.name, subject), []), m.timed.get((w.name, peer), [])):
+        a, b = mine.value(w.metric), theirs.value(w.metric)
+        if mine.ok and theirs.ok and a and b and a > 0 and b > 0:
+            ratios.append(stats.ratio_to_best(a, b, w.higher_is_better))
+    if not ratios:
+        return None
+    lo, hi, cov = stats.median_ci(ratios)
+    verdict = "ahead" if hi < 1 else "behind" if lo > 1 else "within noise"
+    if cov < 0.95:
+        verdict += " (too few rounds for a 95 % interval)"
+    return {"workload": w.name, "subject": subject, "peer": peer, "rounds": len(ratios), "ratio": stats.median(ratios),
+            "ci_low": lo, "ci_high": hi, "coverage": cov, "verdict": verdict}
+
+
+def paired_table(prs: list[dict], markdown: bool = True) -> str:
+    subject = prs[0]["subject"] if prs else SUBJECT
+    headers = ["Workload", "best other", "rounds", f"{subject} ÷ other (time)", "confidence interval", "verdict"]
+    body = [[p["workload"], p["peer"], p["rounds"], f"{p['ratio']:.3f}",
+             f"{p['ci_low']:.3f}–{p['ci_high']:.3f} ({100 * p['coverage']:.1f} %)", p["verdict"]] for p in prs]
+    if len(prs) > 1:
+        body.append(["geomean", "", "", f"{stats.geomean(p['ratio'] for p in prs):.3f}", "", ""])
+    return report.table(headers, body, right=(2, 3)) if markdown else report.text_table(headers, body)
 
 
 def geomeans(tables: dict[str, list[dict]]) -> list[dict]:
@@ -173,7 +224,8 @@ def syscall_table(tables: dict[str, list[dict]]) -> str:
     return report.table(["Workload", "Allocator", *SYSCALLS, "total", "per op"], body)
 
 
-def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]], g: list[dict]) -> list[str]:
+def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]], g: list[dict],
+             m: Measurements) -> list[str]:
     out = ["## Summary: geometric mean of each allocator's ratio to the best\n\n"
            "1.000 = best on every workload; 1.25 = on average 25 % more time per unit of work.\n\n"
            + geomean_table(g)]
@@ -187,6 +239,13 @@ def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]]
         if w.sized_results:
             text += "\n\nPer size:\n\n" + sized_table(tables[w.name])
         out.append(text)
+    prs = [p for w in works if w.ranked and w.name in tables and (p := paired(w, tables[w.name], m)) is not None]
+    if prs:
+        out.append(f"## {SUBJECT} against the best other allocator, round by round\n\n"
+                   f"Each interleaved round gives one ratio of {SUBJECT}'s time to that of the workload's best other "
+                   "allocator; the table gives their median and the distribution-free confidence interval of that "
+                   "median (order statistics, its exact coverage in brackets). Below 1 is faster; an interval that "
+                   "holds 1 means this run cannot tell the two apart.\n\n" + paired_table(prs))
     f, frows = floor_rows(tables)
     if f is not None and frows:
         sizes = sorted({sz for r in frows for sz in r["sizes"]})
@@ -229,17 +288,47 @@ def execute(args: argparse.Namespace, name: str, default: tuple[str, ...]) -> tu
     s.out_dir.mkdir(parents=True, exist_ok=True)
     pngs = make_plots(s.out_dir, [w for w in works if w.ranked], tables, g)
     figs = "Figures: " + ", ".join(f"![{p}]({p})" for p in pngs) if pngs else "No figures (matplotlib missing)."
-    s.write(name, sections(s, works, tables, g) + [figs], {"tables": tables, "geomean": g})
-    return s, tables, g
+    prs = [p for w in works if w.ranked and w.name in tables and (p := paired(w, tables[w.name], m)) is not None]
+    s.write(name, sections(s, works, tables, g, m) + [figs], {"tables": tables, "geomean": g, "paired": prs})
+    return s, tables, g, prs
+
+
+def measurements_from_data(data: dict) -> tuple[list[str], Measurements]:
+    """The allocators and the timed runs of a compare's data.json (latency passes, which report
+    percentiles, left out), in the order they ran."""
+    m = Measurements()
+    for r in data["runs"]:
+        run = Run(**r)
+        if "lat_count" not in run.results:
+            m.timed.setdefault((run.workload, run.allocator), []).append(run)
+    return [a["name"] for a in data["allocators"]], m
+
+
+def run_paired(args: argparse.Namespace) -> int:
+    path = args.data / "data.json" if args.data.is_dir() else args.data
+    try:
+        names, m = measurements_from_data(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise SystemExit(f"hakmem-lab: {path}: not a compare's data.json ({e})") from None
+    if args.subject not in names:
+        raise SystemExit(f"hakmem-lab: {args.subject} is not among the allocators of {path}: {', '.join(names)}")
+    prs = []
+    for w in wl.WORKLOADS.values():
+        if w.ranked and any(k[0] == w.name for k in m.timed):
+            p = paired(w, summarize(w, names, m), m, args.subject)
+            if p is not None:
+                prs.append(p)
+    print(paired_table(prs) if prs else f"no workload of {path} has {args.subject} and another allocator")
+    return 0
 
 
 def run_compare(args: argparse.Namespace) -> int:
-    s, _, _ = execute(args, "compare", tuple(wl.WORKLOADS))
+    s, _, _, _ = execute(args, "compare", tuple(wl.WORKLOADS))
     return s.exit_code
 
 
 def run_quick(args: argparse.Namespace) -> int:
-    s, tables, g = execute(args, "quick", wl.QUICK)
+    s, tables, g, prs = execute(args, "quick", wl.QUICK)
     for name, rows in tables.items():
         w = wl.get(name)
         if w.ranked:
@@ -251,6 +340,9 @@ def run_quick(args: argparse.Namespace) -> int:
         for r in frows:
             cells = (f"{sz}B {ns:.2f} ({x:.1f}x)" for sz, (ns, x) in r["sizes"].items())
             print(f"  {r['allocator']:<14}" + "  ".join(cells))
+    if prs:
+        print(f"\n{SUBJECT} against the best other allocator, round by round (median ratio of times, confidence interval):")
+        print(paired_table(prs, markdown=False))
     if g:
         print("\nsummary: geometric mean ratio to best (1.000 = best everywhere)")
         print(geomean_table(g, markdown=False))

@@ -1,5 +1,5 @@
-"""stats.py — the statistics the reports use: median and spread, ratios to the best, geometric means,
-coefficient of variation, drift over a series, the parallelism degradation figure, and percentiles /
+"""stats.py — the statistics the reports use: median and spread, a distribution-free confidence interval
+of the median, ratios to the best, geometric means, coefficient of variation, drift over a series, the parallelism degradation figure, and percentiles /
 CCDF of latency histograms given as (lo, hi, count) buckets."""
 
 from __future__ import annotations
@@ -21,6 +21,27 @@ def spread(values: Sequence[float]) -> tuple[float, float]:
     if not values:
         raise ValueError("spread of no values")
     return float(min(values)), float(max(values))
+
+
+def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float, float, float]:
+    """Confidence interval of the median that assumes no distribution: (low, high, coverage).
+
+    The interval runs from the k-th smallest to the k-th largest value, with the largest k whose
+    coverage, 1 - 2 P(Binomial(n, 1/2) < k), is still at least `confidence`; coverage is that exact
+    probability. When even the whole range falls short (fewer than 6 values at 95 %), it is the whole
+    range with its lower coverage (7 values: 98.4 %; 5: 93.8 %; 3: 75 %)."""
+    xs = sorted(values)
+    n = len(xs)
+    if n == 0:
+        raise ValueError("confidence interval of no values")
+
+    def coverage(k: int) -> float:  # of [x(k), x(n + 1 - k)]: 1 - 2 P(Binomial(n, 1/2) <= k - 1)
+        return 1 - 2 * sum(math.comb(n, j) for j in range(k)) / 2**n
+
+    k = 1
+    while k + 1 <= (n + 1) // 2 and coverage(k + 1) >= confidence:
+        k += 1
+    return float(xs[k - 1]), float(xs[n - k]), coverage(k)
 
 
 def geomean(values: Iterable[float]) -> float:

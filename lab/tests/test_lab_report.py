@@ -3,6 +3,8 @@ compare applied to hand-made runs."""
 
 import json
 
+import pytest
+
 from lab import compare, report
 from lab import workloads as wl
 from lab.runner import Run, SyscallCount
@@ -90,6 +92,57 @@ def test_summarize_lower_is_better_and_sizes():
     assert rows[0]["sizes"][16] == (3.0, 3.0)
     g = compare.geomeans({"pair": tables["pair"]})
     assert [(r["allocator"], r["geomean"]) for r in g] == [("b", 1.0), ("a", 2.0)]
+
+
+def test_paired_takes_ratios_round_by_round_against_the_best_other():
+    w = wl.get("random_mixed")
+    m = compare.Measurements()
+    # The machine slows down over the rounds; within each round hakmem does 10 % fewer ops than tcmalloc.
+    speeds = (100, 90, 80, 70, 60, 50, 40)
+    m.timed[("random_mixed", "hakmem")] = [_run("random_mixed", "hakmem", "ops_per_sec", v / 1.1) for v in speeds]
+    m.timed[("random_mixed", "tcmalloc")] = [_run("random_mixed", "tcmalloc", "ops_per_sec", v) for v in speeds]
+    m.timed[("random_mixed", "glibc")] = [_run("random_mixed", "glibc", "ops_per_sec", v / 2) for v in speeds]
+    rows = compare.summarize(w, ["hakmem", "tcmalloc", "glibc"], m)
+    p = compare.paired(w, rows, m)
+    assert p["peer"] == "tcmalloc" and p["rounds"] == 7
+    assert abs(p["ratio"] - 1.1) < 1e-9 and abs(p["ci_low"] - 1.1) < 1e-9 and p["verdict"] == "behind"
+    assert abs(p["coverage"] - 0.984375) < 1e-12
+    # Per-round ratios on both sides of 1: the medians differ, but the run cannot tell them apart.
+    m.timed[("random_mixed", "hakmem")] = [_run("random_mixed", "hakmem", "ops_per_sec", v * f)
+                                           for v, f in zip(speeds, (1.05, 0.95, 1.04, 0.97, 1.02, 0.9, 1.01))]
+    rows = compare.summarize(w, ["hakmem", "tcmalloc", "glibc"], m)
+    p = compare.paired(w, rows, m)
+    assert p["ci_low"] < 1 < p["ci_high"] and p["verdict"] == "within noise"
+    # A failed round drops out; three rounds are too few for a 95 % interval.
+    m.timed[("random_mixed", "hakmem")][0].error = "killed"
+    for k in ("hakmem", "tcmalloc", "glibc"):
+        m.timed[("random_mixed", k)] = m.timed[("random_mixed", k)][:4]
+    p = compare.paired(w, compare.summarize(w, ["hakmem", "tcmalloc", "glibc"], m), m)
+    assert p["rounds"] == 3 and p["verdict"].endswith("(too few rounds for a 95 % interval)")
+    assert "too few rounds" in compare.paired_table([p])
+    # No subject, or nobody else: no row.
+    assert compare.paired(w, compare.summarize(w, ["tcmalloc", "glibc"], m), m) is None
+    assert compare.paired(w, compare.summarize(w, ["hakmem"], m), m) is None
+
+
+def test_paired_command_reads_a_reports_data(tmp_path, capsys):
+    from lab import cli
+    runs = []
+    for rnd in range(7):
+        for a, v in (("hakmem", 2.0), ("glibc", 4.0), ("tcmalloc", 2.5)):
+            runs.append(_run("pair", a, "ns_per_op", v + rnd).to_dict())
+        runs.append(_run("pair", "hakmem", "ns_per_op", 99.0, lat_count=10).to_dict())  # a latency pass
+    data = {"allocators": [{"name": a} for a in ("hakmem", "glibc", "tcmalloc")], "runs": runs}
+    (tmp_path / "data.json").write_text(json.dumps(data))
+    assert cli.main(["paired", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "| pair | tcmalloc | 7 |" in out and "| ahead |" in out
+    assert cli.main(["paired", str(tmp_path / "data.json"), "--subject", "glibc"]) == 0
+    assert "| pair | hakmem | 7 |" in capsys.readouterr().out
+    with pytest.raises(SystemExit, match="not among the allocators"):
+        cli.main(["paired", str(tmp_path), "--subject", "nope"])
+    with pytest.raises(SystemExit, match="not a compare's data.json"):
+        cli.main(["paired", str(tmp_path / "missing.json")])
 
 
 def test_fmt_num_thousands_suffix():

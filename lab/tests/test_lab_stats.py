@@ -72,3 +72,13 @@ def test_merge_hists_adds_matching_buckets():
     merged = stats.merge_hists([[(1, 2, 3), (5, 6, 1)], [(1, 2, 4)]])
     assert merged == [(1, 2, 7), (5, 6, 1)]
     assert math.isclose(sum(c for *_, c in merged), 8)
+
+
+def test_median_ci_uses_order_statistics_with_exact_coverage():
+    assert stats.median_ci(range(1, 8)) == (1.0, 7.0, 1 - 2 / 128)  # 7 values: the whole range, 98.4 %
+    lo, hi, cov = stats.median_ci(list(range(15, 0, -1)))  # order does not matter
+    assert (lo, hi) == (4.0, 12.0) and abs(cov - (1 - 2 * 576 / 32768)) < 1e-12
+    assert stats.median_ci([1, 2, 3]) == (1.0, 3.0, 0.75)  # too few for 95 %: the range, with its coverage
+    assert stats.median_ci([5])[2] == 0.0
+    with pytest.raises(ValueError):
+        stats.median_ci([])
