@@ -29,7 +29,7 @@ def add_parsers(sub: argparse._SubParsersAction) -> None:
         ("quick", "quick", ",".join(wl.QUICK), "what `make bench` runs: a fast compare, printed as tables"),
     ):
         p = sub.add_parser(name, help=text, description=text)
-        add_common_options(p, reps=3, size=size)
+        add_common_options(p, reps=6, size=size)  # the fewest rounds whose paired interval reaches 95 %
         p.add_argument("--workloads", help=f"comma-separated workloads (default: {default})")
         p.add_argument("--threads", type=int, help="-t for the threaded workloads (default: the program's, 2)")
         p.add_argument("--no-strace", action="store_true", help="skip the system-call pass")

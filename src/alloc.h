@@ -46,13 +46,17 @@ static inline void *hak_secure_on_alloc(hak_block *b) {
  * owner go straight back on `free`, so a steady loop could otherwise run on one page forever. */
 #define HAK_PAGE_TICK_ALLOCS 4096u
 
+/* One allocation in page->used_allocs: `used` (low half) and `allocs` (high half) both grow by one. */
+#define HAK_ONE_ALLOC (((uint64_t)1 << 32) | 1)
+
 /* Pop a block from the page's free list; NULL if empty. */
 static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
   hak_block *b = page->free;
   if (unlikely(b == NULL)) return NULL;
   page->free = hak_next_decode(page, b);
-  page->used++;
-  if (unlikely(++page->allocs == HAK_PAGE_TICK_ALLOCS)) b = hak_page_tick(heap, page, b);
+  uint64_t used_allocs = page->used_allocs + HAK_ONE_ALLOC;
+  page->used_allocs = used_allocs;
+  if (unlikely((uint32_t)(used_allocs >> 32) == HAK_PAGE_TICK_ALLOCS)) b = hak_page_tick(heap, page, b);
 #if HAK_SECURE
   return hak_secure_on_alloc(b);
 #else
@@ -118,7 +122,8 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
 #endif
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
-    uint32_t used = page->used;
+    uint64_t used_allocs = page->used_allocs;
+    uint32_t used = (uint32_t)used_allocs;
     /* the last test catches an immediate double free in default builds; hardened builds found it above */
     if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == page->free))) {
       hak_free_local_slow(heap, page, b);
@@ -126,7 +131,7 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
     }
     hak_next_encode(page, b, page->free); /* LIFO: the next malloc of the class reuses b while it is in cache */
     page->free = b;
-    page->used = used - 1;
+    page->used_allocs = used_allocs - 1; /* used >= 1 here: the low half does not borrow */
   } else {
     hak_page_remote_free(heap, seg, page, b);
   }

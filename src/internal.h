@@ -121,12 +121,18 @@ typedef struct hak_page {
    * nothing else. */
   hak_block *free;          /* ready to allocate */
   hak_block *local_free;    /* collected remote frees, parked while `free` is not empty */
-  uint32_t used;            /* blocks allocated and not (locally or collected) freed */
+  /* `used` and `allocs` share one word that the fast paths only access whole: malloc adds 2^32 + 1,
+   * free stores the word less one. Every load is then forwarded from a store of the same width (a
+   * 4-byte store of `used` followed by an 8-byte load costs a dozen cycles), and malloc counts with one
+   * add instead of two (docs/notes/2026-11-23-performance-log.md, evening). */
+  union {
+    struct {
+      uint32_t used;        /* blocks allocated and not (locally or collected) freed */
+      uint32_t allocs;      /* allocations since the counters were last flushed to the heap */
+    };
+    uint64_t used_allocs;
+  };
   uint32_t capacity;        /* blocks carved so far */
-  /* Not next to `used`: the compiler would fold both increments of malloc into one 8-byte load and
-   * store, and that load cannot be forwarded from free's 4-byte store of `used` (a stall of a dozen
-   * cycles in every malloc that follows a free). */
-  uint32_t allocs;          /* allocations since the counters were last flushed to the heap */
   uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint8_t in_full;          /* in the heap's full list */
   uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
@@ -170,7 +176,7 @@ typedef struct hak_page_queue {
 } hak_page_queue;
 
 /* Per-thread counters. Only the owner writes them (plain load+store); readers merge them with relaxed
- * loads, so counting costs no atomic read-modify-write. The fast paths count nothing but page->allocs;
+ * loads, so counting costs no atomic read-modify-write. The fast paths count only in page->used_allocs;
  * hak_page_flush_counts folds a page's allocations and local frees into these on slow paths. */
 typedef struct hak_heap_counters {
   _Atomic uint64_t allocs[HAK_CLASS_COUNT];
