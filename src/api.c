@@ -19,9 +19,9 @@ static void *alloc_aligned(size_t align, size_t size) {
 
 static bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
 
-HAK_API void *hak_malloc(size_t size) { return hak_malloc_inline(size); }
+HAK_API HAK_HOT_ENTRY void *hak_malloc(size_t size) { return hak_malloc_inline(size); }
 
-HAK_API void hak_free(void *p) { hak_free_inline(p); }
+HAK_API HAK_HOT_ENTRY void hak_free(void *p) { hak_free_inline(p); }
 
 HAK_API void *hak_calloc(size_t count, size_t size) {
   size_t total;

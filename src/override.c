@@ -7,8 +7,8 @@
 #include <malloc.h>
 #include <stdlib.h>
 
-HAK_API void *malloc(size_t size) { return hak_malloc_inline(size); }
-HAK_API void free(void *p) { hak_free_inline(p); }
+HAK_API HAK_HOT_ENTRY void *malloc(size_t size) { return hak_malloc_inline(size); }
+HAK_API HAK_HOT_ENTRY void free(void *p) { hak_free_inline(p); }
 HAK_API void *calloc(size_t count, size_t size) { return hak_calloc(count, size); }
 HAK_API void *realloc(void *p, size_t size) { return hak_realloc(p, size); }
 HAK_API void *reallocarray(void *p, size_t count, size_t size) { return hak_reallocarray(p, count, size); }
