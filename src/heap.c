@@ -135,7 +135,6 @@ static void heap_reset(hak_heap *heap) {
   heap->work_pending = false;
   heap->segments = NULL;
   heap->segment_count = 0;
-  heap->large_slot = NULL;
 }
 
 /* A heap from the pool (or freshly mapped), reset and marked in use; NULL if none could be mapped. */
@@ -255,7 +254,6 @@ static void heap_maintain(hak_heap *heap, bool force) {
   }
   heap->work_pending = purge_pending || heap->empty_pages != 0;
   hak_segment_cache_collect(false);
-  hak_large_slot_flush(heap, force);
   hak_large_collect(false);
 }
 
@@ -473,7 +471,6 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
 void hak_heap_thread_done(void *arg) {
   hak_heap *heap = arg;
   if (heap == NULL || heap == &hak_heap_empty) return;
-  hak_large_slot_flush(heap, true);
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
     abandon_queue(heap, &heap->pages[c]);
     abandon_queue(heap, &heap->full[c]);

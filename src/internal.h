@@ -10,10 +10,9 @@
  *   sized to hold about eight blocks. A segment belongs to exactly one thread heap, its owner.
  *
  *   Large mappings: requests above 512 KiB (or with alignment above 64 KiB) get a mapping of their own
- *   with a one-page header in front, 4 MiB-aligned (large.c). A thread keeps the last one it freed (up
- *   to 32 MiB) for its next request of about that size, with no lock; the others go to a process-wide
- *   cache and are reused by later requests of similar size; cached memory is returned to the OS in
- *   batches after HAKMEM_PURGE_DELAY_MS.
+ *   with a one-page header in front, 4 MiB-aligned (large.c). Freed ones go to a process-wide cache
+ *   and are reused by later requests of similar size; cached memory is returned to the OS in batches
+ *   after HAKMEM_PURGE_DELAY_MS.
  *
  * Every chunk of 4 MiB that contains blocks is registered in the pagemap (pagemap.h), so free() finds
  * the header of any pointer in O(1), and a pointer hakmem never returned is recognised as such.
@@ -186,7 +185,6 @@ typedef struct hak_heap_counters {
   _Atomic uint64_t allocs[HAK_CLASS_COUNT];
   _Atomic uint64_t frees;        /* frees by the owner */
   _Atomic uint64_t remote_frees; /* frees by this thread of blocks other heaps own */
-  _Atomic uint64_t large_allocs, large_alloc_bytes, large_hits, large_frees; /* through large_slot */
 } hak_heap_counters;
 
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
@@ -206,9 +204,6 @@ struct hak_heap {
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
   uint64_t random;                     /* hardened builds: key generator state */
-  struct hak_large *large_slot;        /* this thread's last freed large mapping, reused without a lock
-                                        * (large.c); flushed to the shared cache by maintenance once the
-                                        * purge delay has passed, by hak_collect and at thread exit */
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
   bool in_use;
@@ -322,9 +317,6 @@ size_t hak_large_usable(const hak_large *hdr);
 size_t hak_large_usable_claim(hak_large *hdr);
 void *hak_large_realloc(hak_large *hdr, void *p, size_t size);
 void hak_large_collect(bool force);
-/* Move the heap's large slot to the shared cache (which purges it when due): with `force`, or once it has
- * waited out the purge delay. */
-void hak_large_slot_flush(hak_heap *heap, bool force);
 void hak_large_lock(void);
 void hak_large_unlock(void);
 void hak_large_after_fork_child(void);

@@ -7,18 +7,13 @@
  * fresh memory beside a cache that keeps growing.
  * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay and unmapped when the
  * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit. Realloc grows in place or moves the pages
- * with mremap instead of copying.
- * In front of the cache, each thread keeps the last mapping it freed (up to LARGE_SLOT_MAX) in its heap's
- * large_slot, and its next large request that the mapping fits takes it back with no lock and no atomic
- * instruction: a locked instruction waits for every pending store, and a program that just wrote a
- * page-strided buffer has hundreds of them (vm: the free went from ~200 to ~100 ns; glibc's takes ~90). */
+ * with mremap instead of copying. */
 #include <pthread.h>
 #include <sys/mman.h>
 
 #include "alloc.h"
 
 #define LARGE_CACHE_ENTRIES 64
-#define LARGE_SLOT_MAX ((size_t)32 << 20) /* larger mappings go straight to the shared cache */
 #define HUGE_PAGE ((size_t)2 << 20)
 
 static struct {
@@ -176,10 +171,76 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
   return moved;
 }
 
-/* Put a freed mapping (cached and freed_ms already set) at the head of the shared cache, unmapping the
- * oldest ones beyond the cache's limits. */
-static void cache_insert(hak_large *h) {
+void *hak_large_alloc(size_t size, size_t align, bool zero) {
+  hak_init();
+  size_t off = user_offset(align);
+  if (size > ((size_t)1 << 46) || off > ((size_t)1 << 46)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
+  size_t need = page_round(off + (size ? size : 1)), map_align = map_align_for(off);
+  int saved_errno = errno; /* failed attempts that a fallback repairs must not show through malloc */
+  hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
+  if (h != NULL && !fits(h->map_size, need)) {
+    hak_large *resized = mapping_resize(h, need);
+    if (resized == NULL) large_unmap(h); /* out of memory: give the old mapping back and map afresh */
+    h = resized;
+  } else if (h != NULL && h->resident_end > need + need / 4 && !h->zero) {
+    /* earlier blocks may have touched over 1.25x the request: give back the pages past it (big: peak
+     * RSS 37.0 -> 34.4 MiB, docs/notes 2026-11-23); a tail no block touched since needs no call */
+    if (hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED) == 0) {
+      set_released_tail(h, h->map_size - need);
+      h->resident_end = need;
+    }
+  }
+  if (h != NULL) {
+    atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
+  } else {
+    atomic_fetch_add_explicit(&large.misses, 1, memory_order_relaxed);
+    h = map_new(need, map_align);
+    if (h == NULL) {
+      errno = ENOMEM;
+      return NULL;
+    }
+  }
+  uint8_t *user = (uint8_t *)h + off;
+  if (!place_user(h, user)) {
+    large_unmap(h);
+    errno = ENOMEM;
+    return NULL;
+  }
+  h->cached = 0;
+  block_reaches(h, need);
+  errno = saved_errno;
+  if (zero && !h->zero) memset(user, 0, size);
+  h->zero = false;
+  atomic_fetch_add_explicit(&large.allocs, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&large.alloc_bytes, hak_large_usable(h), memory_order_relaxed);
+  return user;
+}
+
+size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->user - (const uint8_t *)h); }
+
+size_t hak_large_usable_claim(hak_large *h) {
+  h->resident_end = h->map_size; /* the caller may now write all of it */
+  set_released_tail(h, 0);
+  return hak_large_usable(h);
+}
+
+void hak_large_free(hak_large *h, void *p) {
+  if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
+    hak_fatal("free of a pointer that is not an allocated block:", p, -1);
+  if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
+  atomic_fetch_add_explicit(&large.frees, 1, memory_order_relaxed);
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
+  if (delay == 0 || h->map_size > cap) {
+    large_unmap(h);
+    return;
+  }
+  h->cached = 1;
+  h->freed_ms = hak_clock_ms();
   hak_large *evict = NULL;
   pthread_mutex_lock(&large.lock);
   h->prev = NULL;
@@ -202,125 +263,6 @@ static void cache_insert(hak_large *h) {
     large_unmap(evict);
     evict = next;
   }
-}
-
-/* The mapping in the heap's slot if it fits `need` bytes closely (at most 1/8 more: a request of another
- * size is better served by the shared cache's best fit); NULL otherwise, after moving a mapping that does
- * not fit to the shared cache, where that search may still pick it. */
-static hak_large *slot_take(hak_heap *heap, size_t need) {
-  hak_large *h = heap->large_slot;
-  if (h == NULL) return NULL;
-  heap->large_slot = NULL;
-  if (h->map_size >= need && h->map_size <= need + need / 8) return h;
-  if (h->freed_ms == 0) h->freed_ms = hak_clock_ms();
-  cache_insert(h);
-  return NULL;
-}
-
-/* A mapping enters the slot with freed_ms 0 (free reads no clock); the first maintenance pass that finds
- * it there stamps it, so it waits at least the purge delay and at most one maintenance interval more. */
-void hak_large_slot_flush(hak_heap *heap, bool force) {
-  hak_large *h = heap->large_slot;
-  if (h == NULL) return;
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  uint64_t now = hak_clock_ms();
-  if (h->freed_ms == 0) h->freed_ms = now;
-  if (!force && (delay < 0 || now - h->freed_ms < (uint64_t)delay)) return;
-  heap->large_slot = NULL;
-  cache_insert(h);
-}
-
-void *hak_large_alloc(size_t size, size_t align, bool zero) {
-  hak_init();
-  size_t off = user_offset(align);
-  if (size > ((size_t)1 << 46) || off > ((size_t)1 << 46)) {
-    errno = ENOMEM;
-    return NULL;
-  }
-  /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
-  size_t need = page_round(off + (size ? size : 1)), map_align = map_align_for(off);
-  int saved_errno = errno; /* failed attempts that a fallback repairs must not show through malloc */
-  hak_heap *heap = hak_tls_heap;
-  hak_large *h = map_align == HAK_CHUNK_SIZE ? slot_take(heap, need) : NULL;
-  bool from_slot = h != NULL;
-  if (h == NULL && map_align == HAK_CHUNK_SIZE) h = cache_take(need);
-  if (h != NULL && !fits(h->map_size, need)) {
-    hak_large *resized = mapping_resize(h, need);
-    if (resized == NULL) large_unmap(h); /* out of memory: give the old mapping back and map afresh */
-    h = resized;
-  } else if (h != NULL && h->resident_end > need + need / 4 && !h->zero) {
-    /* earlier blocks may have touched over 1.25x the request: give back the pages past it (big: peak
-     * RSS 37.0 -> 34.4 MiB, docs/notes 2026-11-23); a tail no block touched since needs no call */
-    if (hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED) == 0) {
-      set_released_tail(h, h->map_size - need);
-      h->resident_end = need;
-    }
-  }
-  if (from_slot) {
-    HAK_COUNT_N(heap->counters.large_hits, 1);
-  } else if (h != NULL) {
-    atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
-  } else {
-    atomic_fetch_add_explicit(&large.misses, 1, memory_order_relaxed);
-    h = map_new(need, map_align);
-    if (h == NULL) {
-      errno = ENOMEM;
-      return NULL;
-    }
-  }
-  uint8_t *user = (uint8_t *)h + off;
-  if (!place_user(h, user)) {
-    large_unmap(h);
-    errno = ENOMEM;
-    return NULL;
-  }
-  h->cached = 0;
-  block_reaches(h, need);
-  errno = saved_errno;
-  if (zero && !h->zero) memset(user, 0, size);
-  h->zero = false;
-  if (from_slot) {
-    HAK_COUNT_N(heap->counters.large_allocs, 1);
-    HAK_COUNT_N(heap->counters.large_alloc_bytes, hak_large_usable(h));
-  } else {
-    atomic_fetch_add_explicit(&large.allocs, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&large.alloc_bytes, hak_large_usable(h), memory_order_relaxed);
-  }
-  return user;
-}
-
-size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->user - (const uint8_t *)h); }
-
-size_t hak_large_usable_claim(hak_large *h) {
-  h->resident_end = h->map_size; /* the caller may now write all of it */
-  set_released_tail(h, 0);
-  return hak_large_usable(h);
-}
-
-void hak_large_free(hak_large *h, void *p) {
-  if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
-    hak_fatal("free of a pointer that is not an allocated block:", p, -1);
-  if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
-  if (delay == 0 || h->map_size > cap) {
-    atomic_fetch_add_explicit(&large.frees, 1, memory_order_relaxed);
-    large_unmap(h);
-    return;
-  }
-  h->cached = 1;
-  hak_heap *heap = hak_tls_heap;
-  if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting(); /* a thread with only large blocks */
-  if (heap != &hak_heap_empty && heap->large_slot == NULL && h->map_size <= LARGE_SLOT_MAX) {
-    h->freed_ms = 0;
-    heap->large_slot = h;
-    HAK_COUNT_N(heap->counters.large_frees, 1);
-    hak_large_collect(false); /* one plain load unless the shared cache has mappings to purge */
-    return;
-  }
-  h->freed_ms = hak_clock_ms();
-  atomic_fetch_add_explicit(&large.frees, 1, memory_order_relaxed);
-  cache_insert(h);
   hak_large_collect(false);
 }
 

@@ -42,21 +42,16 @@ HAK_API int hak_stats_get(struct hak_stats *out) {
       out->allocs[tier] += n;
       out->alloc_bytes[tier] += n * hak_class_size(c);
     }
-    out->frees += load(&h->counters.frees) + load(&h->counters.large_frees);
+    out->frees += load(&h->counters.frees);
     out->remote_frees += load(&h->counters.remote_frees);
-    out->allocs[HAK_TIER_LARGE] += load(&h->counters.large_allocs);
-    out->alloc_bytes[HAK_TIER_LARGE] += load(&h->counters.large_alloc_bytes);
-    out->large_cache_hits += load(&h->counters.large_hits);
   }
   out->remote_frees += hak_orphan_remote_frees();
   out->frees += out->remote_frees;
   hak_heaps_unlock();
-  uint64_t hits, allocs, bytes, frees;
-  hak_large_counters(&hits, &out->large_cache_misses, &allocs, &bytes, &frees);
-  out->large_cache_hits += hits;
-  out->allocs[HAK_TIER_LARGE] += allocs;
-  out->alloc_bytes[HAK_TIER_LARGE] += bytes;
-  out->frees += frees;
+  uint64_t large_frees;
+  hak_large_counters(&out->large_cache_hits, &out->large_cache_misses, &out->allocs[HAK_TIER_LARGE],
+                     &out->alloc_bytes[HAK_TIER_LARGE], &large_frees);
+  out->frees += large_frees;
   hak_heaps_thread_counts(&out->threads_started, &out->threads_exited);
   out->segments_reclaimed = hak_segments_reclaimed();
   struct hak_os_counters *os = &hak_os_counters;

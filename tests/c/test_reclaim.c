@@ -303,84 +303,57 @@ static int check_aged(void) {
   return 0;
 }
 
-/* ---- slot: the mapping a thread keeps for its next large request goes back like any other ---------- */
+/* ---- reuse: a freed large block serves the next request of its size, and goes back when asked ------- */
 
-static void *slot_thread(void *arg) {
+static void *reuse_thread(void *arg) {
   char *p = malloc((size_t)4 << 20);
   if (p != NULL) {
     memset(p, 1, (size_t)4 << 20);
-    free(p); /* into this thread's slot; the thread's exit hands it to the shared cache */
+    free(p); /* cached */
   }
   *(int *)arg = p != NULL;
   return NULL;
 }
 
-static int check_slot(void) {
+static int check_reuse(void) {
   const size_t size = (size_t)4 << 20;
   struct hak_stats s0 = snap();
   char *p = malloc(size);
-  if (p == NULL) return fprintf(stderr, "FAIL slot: malloc(4 MiB) failed\n"), 1;
+  if (p == NULL) return fprintf(stderr, "FAIL reuse: malloc(4 MiB) failed\n"), 1;
   memset(p, 1, size);
   free(p);
   struct hak_stats s1 = snap();
-  char *q = malloc(size); /* the same size again: the thread's slot serves it, no system call */
+  char *q = malloc(size); /* the same size again: the cached mapping serves it, no system call */
   struct hak_stats s2 = snap();
   free(q);
-  printf("slot: second 4 MiB block %s the first, %llu mmap calls for it, large hits %llu -> %llu\n",
+  printf("reuse: second 4 MiB block %s the first, %llu mmap calls for it, large hits %llu -> %llu\n",
          q == p ? "reuses" : "does not reuse", (unsigned long long)(s2.mmap_calls - s1.mmap_calls),
          (unsigned long long)s1.large_cache_hits, (unsigned long long)s2.large_cache_hits);
   if (q != p || s2.mmap_calls != s1.mmap_calls || s2.large_cache_hits != s1.large_cache_hits + 1 ||
       s2.allocs[HAK_TIER_LARGE] != s0.allocs[HAK_TIER_LARGE] + 2 || s1.frees <= s0.frees) {
-    fprintf(stderr, "FAIL slot: reuse of a freed 4 MiB block was not served and counted as a cache hit\n");
+    fprintf(stderr, "FAIL reuse: reuse of a freed 4 MiB block was not served and counted as a cache hit\n");
     return 1;
   }
   struct hak_stats before = snap();
-  collect(true); /* the caller's slot goes back with everything else */
+  collect(true); /* the cached mapping goes back with everything else */
   struct hak_stats after = snap();
-  printf("slot: hak_collect(true) took committed bytes from %.1f to %.1f MiB\n", mib(before.committed_bytes),
+  printf("reuse: hak_collect(true) took committed bytes from %.1f to %.1f MiB\n", mib(before.committed_bytes),
          mib(after.committed_bytes));
   if ((int64_t)(before.committed_bytes - after.committed_bytes) < (int64_t)size) {
-    fprintf(stderr, "FAIL slot: hak_collect(true) left the freed 4 MiB block committed\n");
+    fprintf(stderr, "FAIL reuse: hak_collect(true) left the freed 4 MiB block committed\n");
     return 1;
   }
   pthread_t t;
   int ok = 0;
-  if (pthread_create(&t, NULL, slot_thread, &ok) != 0 || pthread_join(t, NULL) != 0 || !ok)
-    return fprintf(stderr, "FAIL slot: the thread could not allocate\n"), 1;
+  if (pthread_create(&t, NULL, reuse_thread, &ok) != 0 || pthread_join(t, NULL) != 0 || !ok)
+    return fprintf(stderr, "FAIL reuse: the thread could not allocate\n"), 1;
   struct hak_stats exited = snap();
-  collect(true); /* the exited thread's mapping is in the shared cache now, which this releases */
+  collect(true); /* a block another thread freed before it exited goes back too */
   struct hak_stats released = snap();
-  printf("slot: after a thread freed 4 MiB and exited, hak_collect(true) took committed bytes from %.1f to %.1f MiB\n",
+  printf("reuse: after a thread freed 4 MiB and exited, hak_collect(true) took committed bytes from %.1f to %.1f MiB\n",
          mib(exited.committed_bytes), mib(released.committed_bytes));
   if ((int64_t)(exited.committed_bytes - released.committed_bytes) < (int64_t)size) {
-    fprintf(stderr, "FAIL slot: the 4 MiB block an exited thread freed stayed committed\n");
-    return 1;
-  }
-  return 0;
-}
-
-/* ---- slot_aged: the mapping a thread keeps is purged once it has waited out the purge delay -------- */
-
-static int check_slot_aged(void) {
-  const size_t size = (size_t)4 << 20;
-  const int64_t gone = (int64_t)size - (256 << 10); /* the purge keeps the mapping's header page; the heap is new */
-  char *p = malloc(size);
-  if (p == NULL) return fprintf(stderr, "FAIL slot_aged: malloc(4 MiB) failed\n"), 1;
-  memset(p, 1, size);
-  struct hak_stats held = snap();
-  free(p); /* into this thread's slot */
-  struct hak_stats now = held;
-  int rounds = 0;
-  for (; rounds < 2000 && (int64_t)(held.committed_bytes - now.committed_bytes) < gone; rounds++) {
-    collect(false); /* the thread's maintenance, as its slow paths run it */
-    struct timespec pause = {0, 2000000};
-    nanosleep(&pause, NULL);
-    now = snap();
-  }
-  printf("slot_aged: committed %.1f MiB with the block, %.1f MiB %d maintenance passes after its free\n",
-         mib(held.committed_bytes), mib(now.committed_bytes), rounds);
-  if ((int64_t)(held.committed_bytes - now.committed_bytes) < gone) {
-    fprintf(stderr, "FAIL slot_aged: the freed 4 MiB block the thread kept was never purged\n");
+    fprintf(stderr, "FAIL reuse: the 4 MiB block an exited thread freed stayed committed\n");
     return 1;
   }
   return 0;
@@ -432,8 +405,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "tail") == 0) return check_tail();
   if (argc == 2 && strcmp(argv[1], "aged") == 0) return check_aged();
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
-  if (argc == 2 && strcmp(argv[1], "slot") == 0) return check_slot();
-  if (argc == 2 && strcmp(argv[1], "slot_aged") == 0) return check_slot_aged();
+  if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
   fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle\n");
   return 2;
 }
