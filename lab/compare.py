@@ -225,7 +225,7 @@ def syscall_table(tables: dict[str, list[dict]]) -> str:
 
 
 def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]], g: list[dict],
-             m: Measurements) -> list[str]:
+             prs: list[dict]) -> list[str]:
     out = ["## Summary: geometric mean of each allocator's ratio to the best\n\n"
            "1.000 = best on every workload; 1.25 = on average 25 % more time per unit of work.\n\n"
            + geomean_table(g)]
@@ -239,7 +239,6 @@ def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]]
         if w.sized_results:
             text += "\n\nPer size:\n\n" + sized_table(tables[w.name])
         out.append(text)
-    prs = [p for w in works if w.ranked and w.name in tables and (p := paired(w, tables[w.name], m)) is not None]
     if prs:
         out.append(f"## {SUBJECT} against the best other allocator, round by round\n\n"
                    f"Each interleaved round gives one ratio of {SUBJECT}'s time to that of the workload's best other "
@@ -289,7 +288,7 @@ def execute(args: argparse.Namespace, name: str, default: tuple[str, ...]) -> tu
     pngs = make_plots(s.out_dir, [w for w in works if w.ranked], tables, g)
     figs = "Figures: " + ", ".join(f"![{p}]({p})" for p in pngs) if pngs else "No figures (matplotlib missing)."
     prs = [p for w in works if w.ranked and w.name in tables and (p := paired(w, tables[w.name], m)) is not None]
-    s.write(name, sections(s, works, tables, g, m) + [figs], {"tables": tables, "geomean": g, "paired": prs})
+    s.write(name, sections(s, works, tables, g, prs) + [figs], {"tables": tables, "geomean": g, "paired": prs})
     return s, tables, g, prs
 
 
