@@ -306,8 +306,11 @@ def measurements_from_data(data: dict) -> tuple[list[str], Measurements]:
 def run_paired(args: argparse.Namespace) -> int:
     path = args.data / "data.json" if args.data.is_dir() else args.data
     try:
-        names, m = measurements_from_data(json.loads(path.read_text()))
-    except (OSError, ValueError, KeyError, TypeError) as e:
+        data = json.loads(path.read_text())
+        if data.get("experiment") not in (None, "compare", "quick"):
+            raise ValueError(f"it holds a {data['experiment']} experiment, whose runs are not rounds of one size")
+        names, m = measurements_from_data(data)
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
         raise SystemExit(f"hakmem-lab: {path}: not a compare's data.json ({e})") from None
     if args.subject not in names:
         raise SystemExit(f"hakmem-lab: {args.subject} is not among the allocators of {path}: {', '.join(names)}")

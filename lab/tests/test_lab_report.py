@@ -143,6 +143,9 @@ def test_paired_command_reads_a_reports_data(tmp_path, capsys):
         cli.main(["paired", str(tmp_path), "--subject", "nope"])
     with pytest.raises(SystemExit, match="not a compare's data.json"):
         cli.main(["paired", str(tmp_path / "missing.json")])
+    (tmp_path / "scaling.json").write_text(json.dumps({**data, "experiment": "scaling"}))
+    with pytest.raises(SystemExit, match="scaling experiment"):
+        cli.main(["paired", str(tmp_path / "scaling.json")])
 
 
 def test_fmt_num_thousands_suffix():
