@@ -131,7 +131,7 @@ def paired(w: wl.Workload, rows: list[dict], m: Measurements, subject: str = SUB
     ratios = []
     for mine, theirs in zip(m.timed.get((w.name, subject), []), m.timed.get((w.name, peer), [])):
         a, b = mine.value(w.metric), theirs.value(w.metric)
-        if mine.ok and theirs.ok and a and b and a > 0 and b > 0:
+        if mine.ok and theirs.ok and (a or 0) > 0 and (b or 0) > 0:
             ratios.append(stats.ratio_to_best(a, b, w.higher_is_better))
     if not ratios:
         return None
@@ -141,6 +141,12 @@ def paired(w: wl.Workload, rows: list[dict], m: Measurements, subject: str = SUB
         verdict += " (too few rounds for a 95 % interval)"
     return {"workload": w.name, "subject": subject, "peer": peer, "rounds": len(ratios), "ratio": stats.median(ratios),
             "ci_low": lo, "ci_high": hi, "coverage": cov, "verdict": verdict}
+
+
+def paired_rows(works: list[wl.Workload], tables: dict[str, list[dict]], m: Measurements,
+                subject: str = SUBJECT) -> list[dict]:
+    """paired() for every ranked workload that has a table."""
+    return [p for w in works if w.ranked and w.name in tables and (p := paired(w, tables[w.name], m, subject))]
 
 
 def paired_table(prs: list[dict], markdown: bool = True) -> str:
@@ -287,7 +293,7 @@ def execute(args: argparse.Namespace, name: str, default: tuple[str, ...]) -> tu
     s.out_dir.mkdir(parents=True, exist_ok=True)
     pngs = make_plots(s.out_dir, [w for w in works if w.ranked], tables, g)
     figs = "Figures: " + ", ".join(f"![{p}]({p})" for p in pngs) if pngs else "No figures (matplotlib missing)."
-    prs = [p for w in works if w.ranked and w.name in tables and (p := paired(w, tables[w.name], m)) is not None]
+    prs = paired_rows(works, tables, m)
     s.write(name, sections(s, works, tables, g, prs) + [figs], {"tables": tables, "geomean": g, "paired": prs})
     return s, tables, g, prs
 
@@ -314,12 +320,9 @@ def run_paired(args: argparse.Namespace) -> int:
         raise SystemExit(f"hakmem-lab: {path}: not a compare's data.json ({e})") from None
     if args.subject not in names:
         raise SystemExit(f"hakmem-lab: {args.subject} is not among the allocators of {path}: {', '.join(names)}")
-    prs = []
-    for w in wl.WORKLOADS.values():
-        if w.ranked and any(k[0] == w.name for k in m.timed):
-            p = paired(w, summarize(w, names, m), m, args.subject)
-            if p is not None:
-                prs.append(p)
+    works = list(wl.WORKLOADS.values())
+    tables = {w.name: summarize(w, names, m) for w in works if any(k[0] == w.name for k in m.timed)}
+    prs = paired_rows(works, tables, m, args.subject)
     print(paired_table(prs) if prs else f"no workload of {path} has {args.subject} and another allocator")
     return 0
 

@@ -3,8 +3,8 @@
  *
  * Classes: 16 (hardened builds start at 32), 32, ..., 128 in steps of 16 (classes 0-7), then four classes
  * per doubling up to 512 KiB (160, 192, 224, 256, 320, ...): a request wastes at most 25 % at the start of
- * a doubling and 12.5 % at its end. Requests up to HAK_SMALL_MAX map to a class through one table lookup; larger ones through a
- * bit scan. Above HAK_MEDIUM_MAX the large tier (large.c) takes over. */
+ * a doubling and 12.5 % at its end. Requests up to HAK_SMALL_MAX map to a class through one table lookup,
+ * larger ones through a bit scan. Above HAK_MEDIUM_MAX the large tier (large.c) takes over. */
 #ifndef HAK_SIZE_CLASS_H
 #define HAK_SIZE_CLASS_H
 
