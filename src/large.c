@@ -12,6 +12,7 @@
 #include <sys/mman.h>
 
 #include "alloc.h"
+#include "sync.h"
 
 #define LARGE_CACHE_ENTRIES 64
 #define HUGE_PAGE ((size_t)2 << 20)
@@ -19,9 +20,9 @@
 static struct {
   pthread_mutex_t lock;
   hak_large *head, *tail; /* cache, most recently freed first */
-  _Atomic unsigned count; /* read without the lock to skip an empty cache */
+  _Atomic uint64_t count; /* read without the lock to skip an empty cache; written under it */
   size_t bytes;
-  _Atomic unsigned unpurged;
+  _Atomic uint64_t unpurged; /* cached mappings not purged yet */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -47,9 +48,9 @@ static void cache_unlink(hak_large *h) {
   if (h->next) h->next->prev = h->prev;
   else large.tail = h->prev;
   h->next = h->prev = NULL;
-  large.count--;
+  hak_counter_add(&large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
-  if (!h->purged) atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
+  if (!h->purged) hak_counter_add(&large.unpurged, (uint64_t)-1);
 }
 
 /* Committed-bytes accounting (os.h) of the mapping's last `tail` bytes, given back while it stays mapped. */
@@ -82,7 +83,7 @@ static bool fits(size_t map_size, size_t need) { return map_size >= need && map_
 static hak_large *cache_take(size_t need) {
   if (atomic_load_explicit(&large.count, memory_order_relaxed) == 0) return NULL;
   hak_large *above = NULL, *below = NULL;
-  pthread_mutex_lock(&large.lock);
+  bool locked = hak_lock(&large.lock);
   for (hak_large *h = large.head; h != NULL; h = h->next) {
     if (h->map_size >= need) {
       if (above == NULL || h->map_size < above->map_size) above = h;
@@ -93,7 +94,7 @@ static hak_large *cache_take(size_t need) {
   }
   hak_large *best = above != NULL ? above : (below != NULL && below->map_size >= need / 2 ? below : NULL);
   if (best != NULL) cache_unlink(best);
-  pthread_mutex_unlock(&large.lock);
+  hak_unlock(&large.lock, locked);
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
@@ -195,9 +196,9 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     }
   }
   if (h != NULL) {
-    atomic_fetch_add_explicit(&large.hits, 1, memory_order_relaxed);
+    hak_counter_add(&large.hits, 1);
   } else {
-    atomic_fetch_add_explicit(&large.misses, 1, memory_order_relaxed);
+    hak_counter_add(&large.misses, 1);
     h = map_new(need, map_align);
     if (h == NULL) {
       errno = ENOMEM;
@@ -215,8 +216,8 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
-  atomic_fetch_add_explicit(&large.allocs, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&large.alloc_bytes, hak_large_usable(h), memory_order_relaxed);
+  hak_counter_add(&large.allocs, 1);
+  hak_counter_add(&large.alloc_bytes, hak_large_usable(h));
   return user;
 }
 
@@ -232,7 +233,7 @@ void hak_large_free(hak_large *h, void *p) {
   if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
     hak_fatal("free of a pointer that is not an allocated block:", p, -1);
   if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
-  atomic_fetch_add_explicit(&large.frees, 1, memory_order_relaxed);
+  hak_counter_add(&large.frees, 1);
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
   if (delay == 0 || h->map_size > cap) {
@@ -242,22 +243,22 @@ void hak_large_free(hak_large *h, void *p) {
   h->cached = 1;
   h->freed_ms = hak_clock_ms();
   hak_large *evict = NULL;
-  pthread_mutex_lock(&large.lock);
+  bool locked = hak_lock(&large.lock);
   h->prev = NULL;
   h->next = large.head;
   if (large.head) large.head->prev = h;
   else large.tail = h;
   large.head = h;
-  large.count++;
+  hak_counter_add(&large.count, 1);
   large.bytes += h->map_size;
-  atomic_fetch_add_explicit(&large.unpurged, 1, memory_order_relaxed);
-  while (large.bytes > cap || large.count > LARGE_CACHE_ENTRIES) {
+  hak_counter_add(&large.unpurged, 1);
+  while (large.bytes > cap || atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
     hak_large *old = large.tail;
     cache_unlink(old);
     old->next = evict;
     evict = old;
   }
-  pthread_mutex_unlock(&large.lock);
+  hak_unlock(&large.lock, locked);
   while (evict != NULL) {
     hak_large *next = evict->next;
     large_unmap(evict);
@@ -273,7 +274,7 @@ void hak_large_collect(bool force) {
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
   uint64_t now = hak_clock_ms();
   hak_large *unmap = NULL;
-  pthread_mutex_lock(&large.lock);
+  bool locked = hak_lock(&large.lock);
   if (force) {
     while (large.tail != NULL) {
       hak_large *h = large.tail;
@@ -289,11 +290,11 @@ void hak_large_collect(bool force) {
         h->zero = !lazy;
         if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
         set_released_tail(h, 0); /* the purge took the whole mapping off the count */
-        atomic_fetch_sub_explicit(&large.unpurged, 1, memory_order_relaxed);
+        hak_counter_add(&large.unpurged, (uint64_t)-1);
       }
     }
   }
-  pthread_mutex_unlock(&large.lock);
+  hak_unlock(&large.lock, locked);
   while (unmap != NULL) {
     hak_large *next = unmap->next;
     large_unmap(unmap);

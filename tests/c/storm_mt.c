@@ -207,6 +207,11 @@ int main(int argc, char **argv) {
   pthread_t workers[WORKERS], churner, maintainer;
   long short_threads = 0, maintenance_passes = 0;
   for (int i = 0; i < WORKERS; i++) pthread_mutex_init(&inboxes[i].lock, NULL);
+  /* Large blocks while this is the only thread, which the large tier handles without its lock: the
+   * workers must then find the cache it left consistent. */
+  void *early[8];
+  for (int i = 0; i < 8; i++) early[i] = A_MALLOC((size_t)(600 + 100 * i) << 10);
+  for (int i = 0; i < 8; i++) A_FREE(early[i]);
   for (int i = 0; i < WORKERS; i++) pthread_create(&workers[i], NULL, worker, (void *)(intptr_t)i);
   pthread_create(&churner, NULL, churn, &short_threads);
   pthread_create(&maintainer, NULL, maintenance, &maintenance_passes);

@@ -8,9 +8,11 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/single_threaded.h>
 
 #include "hakmem.h"
 #include "tcheck.h"
@@ -104,6 +106,65 @@ static void check_options(void) {
           H.option_get(o), cases[i].bad);
     CHECK_EQ(H.option_set(o, saved), 0, "restoring an option");
   }
+}
+
+/* ---- large tier from one thread, then from several ---------------------------------------------- */
+
+/* The large tier skips its lock and updates its counters without atomic instructions while the process
+ * has one thread (src/sync.h). Its counters must come out exact both ways: a lost update under contention
+ * would show as hits + misses short of the allocations made. */
+enum { LARGE_THREADS = 4, LARGE_ROUNDS = 1500 };
+
+static void large_round_trip(uint64_t *rng, unsigned id) {
+  *rng = *rng * 6364136223846793005ull + 1442695040888963407ull;
+  size_t size = 600 * 1024 + (size_t)((*rng >> 33) % (2 * MiB)); /* 600 KiB .. 2.6 MiB */
+  unsigned char *p = must_malloc(size);
+  unsigned char mark = (unsigned char)(id * 31 + (*rng >> 20));
+  p[0] = mark;
+  p[size / 2] = mark;
+  p[size - 1] = mark;
+  sched_yield(); /* let another thread take the cache lock meanwhile */
+  REQUIRE(p[0] == mark && p[size / 2] == mark && p[size - 1] == mark,
+          "large block %p of %zu bytes changed while its thread held it", (void *)p, size);
+  free(p);
+}
+
+static void *large_thread(void *arg) {
+  uint64_t rng = (uintptr_t)arg * 0x9E3779B97F4A7C15ull;
+  for (int i = 0; i < LARGE_ROUNDS; i++) large_round_trip(&rng, (unsigned)(uintptr_t)arg);
+  return NULL;
+}
+
+static void check_large_threads(void) {
+  tc_section("large tier: exact counters from one thread, then from several at once");
+#define DELTA(a, b, field) ((unsigned long long)((b).field - (a).field))
+  printf("single-threaded at start: %s\n", __libc_single_threaded ? "yes" : "no");
+  uint64_t rng = 7;
+  struct hak_stats s0 = snap();
+  for (int i = 0; i < LARGE_ROUNDS; i++) large_round_trip(&rng, 0);
+  struct hak_stats s1 = snap();
+  CHECK_EQ(DELTA(s0, s1, allocs[HAK_TIER_LARGE]), LARGE_ROUNDS, "large allocs from one thread");
+  CHECK_EQ(DELTA(s0, s1, large_cache_hits) + DELTA(s0, s1, large_cache_misses), LARGE_ROUNDS,
+           "large cache hits + misses from one thread");
+  CHECK(DELTA(s0, s1, large_cache_hits) >= LARGE_ROUNDS / 2, "only %llu of %d large blocks reused a cached mapping",
+        DELTA(s0, s1, large_cache_hits), LARGE_ROUNDS);
+
+  pthread_t t[LARGE_THREADS];
+  for (uintptr_t i = 0; i < LARGE_THREADS; i++)
+    REQUIRE(pthread_create(&t[i], NULL, large_thread, (void *)(i + 1)) == 0, "pthread_create");
+  for (int i = 0; i < LARGE_ROUNDS; i++) large_round_trip(&rng, 0);
+  for (int i = 0; i < LARGE_THREADS; i++) REQUIRE(pthread_join(t[i], NULL) == 0, "pthread_join");
+  struct hak_stats s2 = snap();
+  const unsigned long long total = (unsigned long long)LARGE_ROUNDS * (LARGE_THREADS + 1);
+  CHECK_EQ(DELTA(s1, s2, allocs[HAK_TIER_LARGE]), total, "large allocs from five threads at once");
+  CHECK_EQ(DELTA(s1, s2, large_cache_hits) + DELTA(s1, s2, large_cache_misses), total,
+           "large cache hits + misses from five threads at once");
+
+  H.collect(true); /* unmaps every cached mapping: what the cache held must all be there to give back */
+  struct hak_stats s3 = snap();
+  CHECK(s3.mapped_bytes <= s0.mapped_bytes + 32 * MiB, "mapped_bytes %llu after a forced collect, %llu before",
+        (unsigned long long)s3.mapped_bytes, (unsigned long long)s0.mapped_bytes);
+#undef DELTA
 }
 
 /* ---- statistics --------------------------------------------------------------------------------- */
@@ -306,6 +367,7 @@ int main(int argc, char **argv) {
   printf("allocator: hakmem\n");
   check_version();
   check_options();
+  check_large_threads(); /* first: it needs the process to have one thread at its start */
   check_stats();
   check_print();
   check_collect();

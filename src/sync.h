@@ -1,0 +1,49 @@
+/* sync.h — process-wide locks and counters that cost no atomic instruction while the process has one
+ * thread.
+ *
+ * glibc's __libc_single_threaded (<sys/single_threaded.h>) is non-zero only while the calling thread is
+ * the process's only thread: pthread_create clears it in the parent before the new thread exists. A
+ * thread that reads it non-zero cannot race anyone until it creates a thread itself, which it never does
+ * inside hakmem, so it may skip the lock and update shared counters with a plain load and store.
+ *
+ * This matters more than the lock's own few cycles: a locked instruction first waits for every pending
+ * store of the thread to reach the cache, and after a loop that touched a large block page by page that
+ * wait was hundreds of cycles in each large free (docs/notes/2026-11-23-performance-log.md, vm).
+ *
+ * hak_lock returns whether it locked, and hak_unlock takes that answer back: glibc may set the flag again
+ * (in a forked child), and a lock taken must be released. Threads made with a raw clone() rather than
+ * pthread_create are not seen; glibc's own malloc skips its arena lock on the same signal. */
+#ifndef HAK_SYNC_H
+#define HAK_SYNC_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/single_threaded.h>
+
+/** Whether the calling thread is the only thread of the process. */
+static inline bool hak_single_threaded(void) { return __libc_single_threaded != 0; }
+
+/** Lock `m` unless the process has one thread. Returns whether it locked; pass that to hak_unlock. */
+static inline bool hak_lock(pthread_mutex_t *m) {
+  if (hak_single_threaded()) return false;
+  pthread_mutex_lock(m);
+  return true;
+}
+
+/** Undo hak_lock: unlock `m` if `locked`. */
+static inline void hak_unlock(pthread_mutex_t *m, bool locked) {
+  if (locked) pthread_mutex_unlock(m);
+}
+
+/** Add `n` (two's complement: subtracting works too) to a counter that other threads may update and
+ *  read with relaxed atomics. */
+static inline void hak_counter_add(_Atomic uint64_t *counter, uint64_t n) {
+  if (hak_single_threaded())
+    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n, memory_order_relaxed);
+  else
+    atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
+}
+
+#endif
