@@ -229,6 +229,8 @@ size_t hak_large_usable_claim(hak_large *h) {
   return hak_large_usable(h);
 }
 
+static void collect_at(bool force, uint64_t now);
+
 void hak_large_free(hak_large *h, void *p) {
   if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
     hak_fatal("free of a pointer that is not an allocated block:", p, -1);
@@ -264,15 +266,17 @@ void hak_large_free(hak_large *h, void *p) {
     large_unmap(evict);
     evict = next;
   }
-  hak_large_collect(false);
+  collect_at(false, h->freed_ms);
 }
 
-void hak_large_collect(bool force) {
+void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
+
+/* hak_large_collect with the clock already read (a free has just read it). */
+static void collect_at(bool force, uint64_t now) {
   if (!force && atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return;
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   if (!force && delay < 0) return;
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
-  uint64_t now = hak_clock_ms();
   hak_large *unmap = NULL;
   bool locked = hak_lock(&large.lock);
   if (force) {
