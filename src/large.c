@@ -243,7 +243,8 @@ void hak_large_free(hak_large *h, void *p) {
     return;
   }
   h->cached = 1;
-  h->freed_ms = hak_clock_ms();
+  uint64_t now = hak_clock_ms(); /* kept here: once unlocked, h may be taken or unmapped by another thread */
+  h->freed_ms = now;
   hak_large *evict = NULL;
   bool locked = hak_lock(&large.lock);
   h->prev = NULL;
@@ -266,7 +267,7 @@ void hak_large_free(hak_large *h, void *p) {
     large_unmap(evict);
     evict = next;
   }
-  collect_at(false, h->freed_ms);
+  collect_at(false, now);
 }
 
 void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
