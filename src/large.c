@@ -20,9 +20,9 @@
 static struct {
   pthread_mutex_t lock;
   hak_large *head, *tail; /* cache, most recently freed first */
-  _Atomic uint64_t count; /* read without the lock to skip an empty cache; written under it */
+  _Atomic uint64_t count;    /* read without the lock to skip an empty cache; written under it */
   size_t bytes;
-  _Atomic uint64_t unpurged; /* cached mappings not purged yet */
+  _Atomic uint64_t unpurged; /* cached mappings not purged yet; read without the lock, written under it */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -38,6 +38,12 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
   *frees = atomic_load_explicit(&large.frees, memory_order_relaxed);
 }
 
+/* Add to `count` or `unpurged`: written only under the lock (or by the only thread), so a plain load and
+ * store suffice; the atomic type is for the readers that skip the lock. */
+static void locked_add(_Atomic uint64_t *field, uint64_t n) {
+  atomic_store_explicit(field, atomic_load_explicit(field, memory_order_relaxed) + n, memory_order_relaxed);
+}
+
 static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
 static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
 static size_t map_align_for(size_t offset) { return offset > HAK_CHUNK_SIZE ? offset : HAK_CHUNK_SIZE; }
@@ -48,9 +54,9 @@ static void cache_unlink(hak_large *h) {
   if (h->next) h->next->prev = h->prev;
   else large.tail = h->prev;
   h->next = h->prev = NULL;
-  hak_counter_add(&large.count, (uint64_t)-1);
+  locked_add(&large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
-  if (!h->purged) hak_counter_add(&large.unpurged, (uint64_t)-1);
+  if (!h->purged) locked_add(&large.unpurged, (uint64_t)-1);
 }
 
 /* Committed-bytes accounting (os.h) of the mapping's last `tail` bytes, given back while it stays mapped. */
@@ -252,9 +258,9 @@ void hak_large_free(hak_large *h, void *p) {
   if (large.head) large.head->prev = h;
   else large.tail = h;
   large.head = h;
-  hak_counter_add(&large.count, 1);
+  locked_add(&large.count, 1);
   large.bytes += h->map_size;
-  hak_counter_add(&large.unpurged, 1);
+  locked_add(&large.unpurged, 1);
   while (large.bytes > cap || atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
     hak_large *old = large.tail;
     cache_unlink(old);
@@ -288,14 +294,15 @@ static void collect_at(bool force, uint64_t now) {
       unmap = h;
     }
   } else {
-    for (hak_large *h = large.tail; h != NULL && now - h->freed_ms >= (uint64_t)delay; h = h->prev) {
+    /* an entry may carry a later time than `now`: its free read the clock after this caller did */
+    for (hak_large *h = large.tail; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = h->prev) {
       if (h->purged) continue;
       if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
         h->purged = true;
         h->zero = !lazy;
         if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
         set_released_tail(h, 0); /* the purge took the whole mapping off the count */
-        hak_counter_add(&large.unpurged, (uint64_t)-1);
+        locked_add(&large.unpurged, (uint64_t)-1);
       }
     }
   }

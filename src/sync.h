@@ -3,16 +3,22 @@
  *
  * glibc's __libc_single_threaded (<sys/single_threaded.h>) is non-zero only while the calling thread is
  * the process's only thread: pthread_create clears it in the parent before the new thread exists. A
- * thread that reads it non-zero cannot race anyone until it creates a thread itself, which it never does
- * inside hakmem, so it may skip the lock and update shared counters with a plain load and store.
+ * thread that reads it non-zero cannot race anyone until it creates a thread itself, which hakmem never
+ * does inside a section these guard, so it may skip the lock and update shared counters with a plain
+ * load and store. Before glibc's early initialisation the flag reads 0, so the lock is taken.
  *
  * This matters more than the lock's own few cycles: a locked instruction first waits for every pending
  * store of the thread to reach the cache, and after a loop that touched a large block page by page that
  * wait was hundreds of cycles in each large free (docs/notes/2026-11-23-performance-log.md, vm).
  *
- * hak_lock returns whether it locked, and hak_unlock takes that answer back: glibc may set the flag again
- * (in a forked child), and a lock taken must be released. Threads made with a raw clone() rather than
- * pthread_create are not seen; glibc's own malloc skips its arena lock on the same signal. */
+ * hak_lock returns whether it locked, and hak_unlock takes that answer back: glibc 2.36 never sets the
+ * flag again once it is cleared (a forked child of a threaded parent keeps locking), but a later glibc
+ * may, after the last join, and a lock taken must be released.
+ *
+ * Not seen: threads made with a raw clone() rather than pthread_create. And a signal handler that calls
+ * malloc or free for a large block while the only thread is inside a guarded section corrupts the cache
+ * instead of deadlocking on the mutex (neither is allowed: malloc is not async-signal-safe). glibc's
+ * malloc skips its arena lock in single-threaded processes on the same idea. */
 #ifndef HAK_SYNC_H
 #define HAK_SYNC_H
 

@@ -138,8 +138,9 @@ static void *large_thread(void *arg) {
 static void check_large_threads(void) {
   tc_section("large tier: exact counters from one thread, then from several at once");
 #define DELTA(a, b, field) ((unsigned long long)((b).field - (a).field))
-  printf("single-threaded at start: %s\n", __libc_single_threaded ? "yes" : "no");
+  REQUIRE(__libc_single_threaded, "the process already has threads: this section must run before any");
   uint64_t rng = 7;
+  H.collect(true); /* an empty large cache, so the mappings left after the forced collect below are ours */
   struct hak_stats s0 = snap();
   for (int i = 0; i < LARGE_ROUNDS; i++) large_round_trip(&rng, 0);
   struct hak_stats s1 = snap();
@@ -162,7 +163,8 @@ static void check_large_threads(void) {
 
   H.collect(true); /* unmaps every cached mapping: what the cache held must all be there to give back */
   struct hak_stats s3 = snap();
-  CHECK(s3.mapped_bytes <= s0.mapped_bytes + 32 * MiB, "mapped_bytes %llu after a forced collect, %llu before",
+  /* a lost cache entry would leave at least one mapping of 600 KiB; new pagemap leaves take 128 KiB each */
+  CHECK(s3.mapped_bytes <= s0.mapped_bytes + 512 * 1024, "mapped_bytes %llu after a forced collect, %llu before",
         (unsigned long long)s3.mapped_bytes, (unsigned long long)s0.mapped_bytes);
 #undef DELTA
 }
