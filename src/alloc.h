@@ -125,7 +125,7 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
     uint64_t used_allocs = page->used_allocs;
     uint32_t used = (uint32_t)used_allocs;
     /* the last test catches an immediate double free in default builds; hardened builds found it above */
-    if (unlikely((used <= 1 && (used == 0 || !page->is_head)) || page->in_full || (!HAK_SECURE && b == page->free))) {
+    if (unlikely(used <= page->free_fast_above || (!HAK_SECURE && b == page->free))) {
       hak_free_local_slow(heap, page, b);
       return;
     }

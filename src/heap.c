@@ -81,12 +81,12 @@ static void queue_remove(hak_page_queue *q, hak_page *page) {
     page->prev->next = page->next;
   } else {
     q->first = page->next;
-    if (q->first) q->first->is_head = 1;
+    if (q->first) hak_page_set_head(q->first, true);
   }
   if (page->next) page->next->prev = page->prev;
   else q->last = page->prev;
   page->next = page->prev = NULL;
-  page->is_head = 0;
+  hak_page_set_head(page, false);
 }
 
 static void queue_push_front(hak_page_queue *q, hak_page *page) {
@@ -94,12 +94,12 @@ static void queue_push_front(hak_page_queue *q, hak_page *page) {
   page->next = q->first;
   if (q->first) {
     q->first->prev = page;
-    q->first->is_head = 0;
+    hak_page_set_head(q->first, false);
   } else {
     q->last = page;
   }
   q->first = page;
-  page->is_head = 1;
+  hak_page_set_head(page, true);
 }
 
 static void queue_push_back(hak_page_queue *q, hak_page *page) {
@@ -267,7 +267,7 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls) {
     hak_page *next = page->next;
     if (hak_remote_list(atomic_load_explicit(&page->remote, memory_order_acquire)) != NULL) {
       queue_remove(&heap->full[cls], page);
-      page->in_full = 0;
+      hak_page_set_full(page, false);
       hak_page_clear_full_state(page);
       hak_page_collect(heap, page);
       queue_push_back(&heap->pages[cls], page);
@@ -350,7 +350,7 @@ static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_pa
     queue_remove(q, page);
     unnote_empty(heap, page);
     if (hak_page_set_full_state(page)) {
-      page->in_full = 1;
+      hak_page_set_full(page, true);
       queue_push_front(&heap->full[cls], page);
     } else { /* remote frees arrived meanwhile */
       hak_page_collect(heap, page);
@@ -410,7 +410,7 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   unsigned cls = page->size_class;
   if (page->in_full) {
     queue_remove(&heap->full[cls], page);
-    page->in_full = 0;
+    hak_page_set_full(page, false);
     hak_page_clear_full_state(page);
     queue_push_back(&heap->pages[cls], page);
     set_direct(heap, cls);
@@ -439,7 +439,7 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
       continue;
     }
     i += n;
-    page->in_full = 0;
+    hak_page_set_full(page, false);
     page->is_empty_listed = 0;
     hak_page_clear_full_state(page);
     hak_page_collect(heap, page);
@@ -457,11 +457,11 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
   while (page != NULL) {
     hak_page *next = page->next;
     hak_page_collect(heap, page);
-    page->in_full = 0;
+    hak_page_set_full(page, false);
     page->is_empty_listed = 0;
     hak_page_clear_full_state(page);
     page->next = page->prev = NULL;
-    page->is_head = 0;
+    hak_page_set_head(page, false);
     if (page->used == 0) hak_segment_page_free(NULL, page);
     page = next;
   }

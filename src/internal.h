@@ -141,6 +141,11 @@ typedef struct hak_page {
   uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
   uint8_t is_empty_listed;  /* counted in heap->empty_pages */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
+  /* The owner's free takes its fast path only while `used` is above this: 1 normally, 0 for the first
+   * page of its queue (it may become empty without bookkeeping), UINT32_MAX in the full list. One compare
+   * in free instead of three tests; kept by hak_page_set_head and hak_page_set_full. A descriptor not in
+   * use has `used` 0, which is above nothing, whatever this holds (a fresh segment's zeroes included). */
+  uint32_t free_fast_above;
   struct hak_page *next, *prev;
   /* Line 2, fixed while the page is in use: read by everyone (the hardened checks of both fast paths, a
    * remote free), written only when the page is set up or given back. */
@@ -157,6 +162,19 @@ typedef struct hak_page {
   /* Line 3, written by other threads: the remote list. */
   _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
+
+/* The only writers of page->is_head and page->in_full: they keep free_fast_above in step. */
+static inline void hak_page_update_fast_above(hak_page *page) {
+  page->free_fast_above = page->in_full ? UINT32_MAX : page->is_head ? 0u : 1u;
+}
+static inline void hak_page_set_head(hak_page *page, bool head) {
+  page->is_head = head;
+  hak_page_update_fast_above(page);
+}
+static inline void hak_page_set_full(hak_page *page, bool full) {
+  page->in_full = full;
+  hak_page_update_fast_above(page);
+}
 
 typedef struct hak_segment {
   uint32_t kind;                     /* HAK_KIND_SEGMENT */

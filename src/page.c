@@ -13,11 +13,11 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   page->local_free = NULL;
   page->used = 0;
   page->block_size = (uint32_t)bs;
-  page->in_full = 0;
+  hak_page_set_full(page, false);
   page->size_class = (uint8_t)cls;
   page->slice_count = (uint8_t)slices;
   page->is_empty_listed = 0;
-  page->is_head = 0;
+  hak_page_set_head(page, false);
   page->capacity = 0;
   atomic_store_explicit(&page->remote, 0, memory_order_relaxed);
   page->start = (uint8_t *)seg + ((size_t)slice << HAK_SLICE_SHIFT);
