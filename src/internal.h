@@ -221,6 +221,8 @@ struct hak_heap {
   uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
+  hak_segment *reclaim_hint;           /* abandoned segment this thread last freed a block into: the first
+                                        * one to reclaim, its pages the likeliest to be empty by now */
   uint64_t random;                     /* hardened builds: key generator state */
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
@@ -299,7 +301,9 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page);
 void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
 void hak_segment_release(hak_heap *heap, hak_segment *seg);
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
-hak_segment *hak_segment_reclaim_one(void);
+/* Take an abandoned segment off the global list: `prefer` if it is there (checked by address, never
+ * dereferenced: it may be gone), else the most recently abandoned one. NULL if the list is empty. */
+hak_segment *hak_segment_reclaim_one(hak_segment *prefer);
 void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
 void hak_segment_cache_collect(bool force);
 void hak_segments_lock(void);

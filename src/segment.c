@@ -238,10 +238,16 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
 }
 
-hak_segment *hak_segment_reclaim_one(void) {
+hak_segment *hak_segment_reclaim_one(hak_segment *prefer) {
   if (atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&segs.lock);
   hak_segment *seg = segs.abandoned;
+  for (hak_segment *s = seg; prefer != NULL && s != NULL; s = s->next) {
+    if (s == prefer) {
+      seg = s;
+      break;
+    }
+  }
   if (seg != NULL) {
     list_remove(&segs.abandoned, seg);
     atomic_fetch_sub_explicit(&segs.abandoned_count, 1, memory_order_relaxed);

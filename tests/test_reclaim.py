@@ -10,7 +10,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse"])
+@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "hint"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;
     # aged, idle: a short delay that the loop outlasts

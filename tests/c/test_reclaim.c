@@ -359,6 +359,70 @@ static int check_reuse(void) {
   return 0;
 }
 
+/* ---- hint: a thread adopts first the abandoned segment it freed blocks into ------------------------- */
+
+enum { HINT_BLOCKS = 2000 };
+static void *hint_a[HINT_BLOCKS], *hint_b[HINT_BLOCKS];
+
+static pthread_barrier_t hint_filled, hint_b_exits;
+
+/* Allocate, wait until the other thread has too (so each maps a segment of its own), then exit: the
+ * blocks stay live and the segment is abandoned. B waits once more, so that it exits after A. */
+static void *hint_fill(void *arg) {
+  void **set = arg;
+  for (int i = 0; i < HINT_BLOCKS; i++) {
+    set[i] = malloc(64);
+    if (set[i] != NULL) memset(set[i], (int)(i & 0xff), 64);
+  }
+  pthread_barrier_wait(&hint_filled);
+  if (set == hint_b) pthread_barrier_wait(&hint_b_exits);
+  return NULL;
+}
+
+static uintptr_t segment_of(const void *p) { return (uintptr_t)p >> 22; } /* 4 MiB segments */
+
+static void *hint_reader(void *arg) {
+  for (int i = 0; i < HINT_BLOCKS; i++) free(hint_a[i]); /* every one a free into A's abandoned segment */
+  void *p = malloc(64); /* the first allocation of this thread: it has no segment and reclaims one */
+  *(void **)arg = p;
+  free(p);
+  return NULL;
+}
+
+static int check_hint(void) {
+  pthread_t t, ta, tb;
+  pthread_barrier_init(&hint_filled, NULL, 2);
+  pthread_barrier_init(&hint_b_exits, NULL, 2);
+  if (pthread_create(&ta, NULL, hint_fill, hint_a) != 0 || pthread_create(&tb, NULL, hint_fill, hint_b) != 0) return 2;
+  if (pthread_join(ta, NULL) != 0) return 2;
+  pthread_barrier_wait(&hint_b_exits); /* B exits after A: its segment is the most recently abandoned */
+  if (pthread_join(tb, NULL) != 0) return 2;
+  for (int i = 0; i < HINT_BLOCKS; i++)
+    if (hint_a[i] == NULL || hint_b[i] == NULL) return fprintf(stderr, "FAIL hint: malloc(64) failed\n"), 1;
+  if (segment_of(hint_a[0]) == segment_of(hint_b[0]))
+    return fprintf(stderr, "FAIL hint: the two threads' blocks share a segment; the check needs two\n"), 1;
+  struct hak_stats s0 = snap();
+  void *first = NULL;
+  if (pthread_create(&t, NULL, hint_reader, &first) != 0 || pthread_join(t, NULL) != 0 || first == NULL) return 2;
+  struct hak_stats s1 = snap();
+  bool in_a = segment_of(first) == segment_of(hint_a[0]), in_b = segment_of(first) == segment_of(hint_b[0]);
+  printf("hint: the freeing thread's first block came from %s; segments reclaimed %llu -> %llu\n",
+         in_a ? "the segment it had emptied" : in_b ? "the other abandoned segment" : "elsewhere",
+         (unsigned long long)s0.segments_reclaimed, (unsigned long long)s1.segments_reclaimed);
+  for (int i = 0; i < HINT_BLOCKS; i++) {
+    const unsigned char *q = hint_b[i];
+    for (int k = 0; k < 64; k++)
+      if (q[k] != (unsigned char)(i & 0xff))
+        return fprintf(stderr, "FAIL hint: block %d of the other thread changed at byte %d\n", i, k), 1;
+    free(hint_b[i]);
+  }
+  if (!in_a) {
+    fprintf(stderr, "FAIL hint: a thread that had just freed every block of an abandoned segment adopted another\n");
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- idle: maintenance while a hot loop never takes a slow path -------------------------------------- */
 
 static int check_idle(void) {
@@ -406,6 +470,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "aged") == 0) return check_aged();
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
   if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle\n");
+  if (argc == 2 && strcmp(argv[1], "hint") == 0) return check_hint();
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint\n");
   return 2;
 }
