@@ -105,7 +105,7 @@ static void queue_push_front(hak_page_queue *q, hak_page *page) {
 static void queue_push_back(hak_page_queue *q, hak_page *page) {
   page->next = NULL;
   page->prev = q->last;
-  page->is_head = q->last == NULL;
+  hak_page_set_head(page, q->last == NULL);
   if (q->last) q->last->next = page;
   else q->first = page;
   q->last = page;
@@ -134,7 +134,7 @@ static void heap_reset(hak_heap *heap) {
   heap->retired_classes = 0;
   heap->work_pending = false;
   heap->segments = NULL;
-  heap->reclaim_hint = NULL;
+  heap->reclaim_hint = 0;
   heap->segment_count = 0;
 }
 
@@ -305,6 +305,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     /* No room in the heap's segments: take a segment of an exited thread. Its pages join the queues,
      * and one of this class with free blocks is used before a new page is carved anywhere. */
     hak_segment *seg = hak_segment_reclaim_one(heap->reclaim_hint);
+    heap->reclaim_hint = 0; /* used once: a hint not found would cost a walk of the list every time */
     if (seg == NULL && heap->segments == NULL && heap != late.heap && other_threads_live()) {
       /* A new thread about to map its first segment: a thread that just handed it its objects is often
        * a moment from exiting and abandoning a segment this one could reuse (larson: peak RSS over 9
@@ -312,13 +313,12 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
        * the segment cache holds an empty segment: adopting the abandoned one instead lets the cached one
        * be purged. Not for the shared late heap, whose mutex is held here.) */
       sched_yield();
-      seg = hak_segment_reclaim_one(heap->reclaim_hint);
+      seg = hak_segment_reclaim_one(0);
     }
     if (seg == NULL) {
       page = hak_segment_page_alloc(heap, cls, true);
       break;
     }
-    if (seg == heap->reclaim_hint) heap->reclaim_hint = NULL;
     hak_heap_adopt(heap, seg);
     page = head = q->first;
   }
@@ -517,7 +517,7 @@ void hak_heaps_collect(bool force) {
   if (heap != &hak_heap_empty) {
     if (force) {
       hak_segment *seg;
-      while ((seg = hak_segment_reclaim_one(NULL)) != NULL) hak_heap_adopt(heap, seg);
+      while ((seg = hak_segment_reclaim_one(0)) != NULL) hak_heap_adopt(heap, seg);
       collect_all_pages(heap);
     }
     heap_maintain(heap, force);

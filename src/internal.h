@@ -163,7 +163,8 @@ typedef struct hak_page {
   _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
-/* The only writers of page->is_head and page->in_full: they keep free_fast_above in step. */
+/* The only writers of page->is_head and page->in_full (outside the zeroes of a fresh segment, where
+ * `used` is 0 too): they keep free_fast_above in step. */
 static inline void hak_page_update_fast_above(hak_page *page) {
   page->free_fast_above = page->in_full ? UINT32_MAX : page->is_head ? 0u : 1u;
 }
@@ -221,8 +222,9 @@ struct hak_heap {
   uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
-  hak_segment *reclaim_hint;           /* abandoned segment this thread last freed a block into: the first
-                                        * one to reclaim, its pages the likeliest to be empty by now */
+  uintptr_t reclaim_hint;              /* address of the abandoned segment this thread last freed a block
+                                        * into (0: none): the first one to reclaim, its pages the likeliest
+                                        * to be empty by now; an address only, never dereferenced */
   uint64_t random;                     /* hardened builds: key generator state */
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
@@ -301,9 +303,10 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page);
 void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
 void hak_segment_release(hak_heap *heap, hak_segment *seg);
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
-/* Take an abandoned segment off the global list: `prefer` if it is there (checked by address, never
- * dereferenced: it may be gone), else the most recently abandoned one. NULL if the list is empty. */
-hak_segment *hak_segment_reclaim_one(hak_segment *prefer);
+/* Take an abandoned segment off the global list: the one at address `prefer` if it is there (0: no
+ * preference; an address only, since that segment may be gone), else the most recently abandoned one.
+ * NULL if the list is empty. */
+hak_segment *hak_segment_reclaim_one(uintptr_t prefer);
 void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
 void hak_segment_cache_collect(bool force);
 void hak_segments_lock(void);

@@ -122,7 +122,7 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
   if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-  if (owner == NULL && heap != &hak_heap_empty) heap->reclaim_hint = seg; /* abandoned (or cached: harmless) */
+  if (owner == NULL && heap != &hak_heap_empty) heap->reclaim_hint = (uintptr_t)seg; /* abandoned (or cached: harmless) */
   uint64_t class_bit = (uint64_t)1 << page->size_class;
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
   do {

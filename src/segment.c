@@ -238,12 +238,12 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
 }
 
-hak_segment *hak_segment_reclaim_one(hak_segment *prefer) {
+hak_segment *hak_segment_reclaim_one(uintptr_t prefer) {
   if (atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&segs.lock);
   hak_segment *seg = segs.abandoned;
-  for (hak_segment *s = seg; prefer != NULL && s != NULL; s = s->next) {
-    if (s == prefer) {
+  for (hak_segment *s = seg; prefer != 0 && s != NULL; s = s->next) {
+    if ((uintptr_t)s == prefer) {
       seg = s;
       break;
     }

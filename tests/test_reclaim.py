@@ -2,8 +2,8 @@
 other destructors allocate late, pages emptied only by remote frees, released by malloc_trim, and the
 resident memory of churning sets of medium and of large blocks, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
-a slow path, and a freed large block reused, counted and released by hak_collect (also one that an
-exited thread freed)."""
+a slow path, a freed large block reused, counted and released by hak_collect (also one that an
+exited thread freed), and the abandoned segment a thread emptied adopted first."""
 import pytest
 
 from conftest import describe

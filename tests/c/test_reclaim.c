@@ -14,9 +14,12 @@
  *           the program goes on allocating other large blocks;
  *   idle:   after a mass free, a thread that only runs a malloc+free loop (which never empties a free
  *           list, since frees go back on it) must still get its maintenance, so the freed pages are
- *           purged once the purge delay has passed.
+ *           purged once the purge delay has passed;
+ *   reuse:  a freed large block serves the next request of its size and goes back on hak_collect(true);
+ *   hint:   a thread that freed every block of an abandoned segment adopts that segment first, not the
+ *           most recently abandoned one.
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle */
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
