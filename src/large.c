@@ -20,9 +20,11 @@
 static struct {
   pthread_mutex_t lock;
   hak_large *head, *tail; /* cache, most recently freed first */
-  _Atomic uint64_t count;    /* read without the lock to skip an empty cache; written under it */
+  /* count and unpurged are read without the lock but written only under it (or by the only thread), so
+   * they are updated with HAK_COUNT_N's plain load and store */
+  _Atomic uint64_t count;    /* cached mappings: read without the lock to skip an empty cache */
   size_t bytes;
-  _Atomic uint64_t unpurged; /* cached mappings not purged yet; read without the lock, written under it */
+  _Atomic uint64_t unpurged; /* cached mappings not purged yet */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -38,12 +40,6 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
   *frees = atomic_load_explicit(&large.frees, memory_order_relaxed);
 }
 
-/* Add to `count` or `unpurged`: written only under the lock (or by the only thread), so a plain load and
- * store suffice; the atomic type is for the readers that skip the lock. */
-static void locked_add(_Atomic uint64_t *field, uint64_t n) {
-  atomic_store_explicit(field, atomic_load_explicit(field, memory_order_relaxed) + n, memory_order_relaxed);
-}
-
 static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
 static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
 static size_t map_align_for(size_t offset) { return offset > HAK_CHUNK_SIZE ? offset : HAK_CHUNK_SIZE; }
@@ -54,9 +50,9 @@ static void cache_unlink(hak_large *h) {
   if (h->next) h->next->prev = h->prev;
   else large.tail = h->prev;
   h->next = h->prev = NULL;
-  locked_add(&large.count, (uint64_t)-1);
+  HAK_COUNT_N(large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
-  if (!h->purged) locked_add(&large.unpurged, (uint64_t)-1);
+  if (!h->purged) HAK_COUNT_N(large.unpurged, (uint64_t)-1);
 }
 
 /* Committed-bytes accounting (os.h) of the mapping's last `tail` bytes, given back while it stays mapped. */
@@ -258,9 +254,9 @@ void hak_large_free(hak_large *h, void *p) {
   if (large.head) large.head->prev = h;
   else large.tail = h;
   large.head = h;
-  locked_add(&large.count, 1);
+  HAK_COUNT_N(large.count, 1);
   large.bytes += h->map_size;
-  locked_add(&large.unpurged, 1);
+  HAK_COUNT_N(large.unpurged, 1);
   while (large.bytes > cap || atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
     hak_large *old = large.tail;
     cache_unlink(old);
@@ -302,7 +298,7 @@ static void collect_at(bool force, uint64_t now) {
         h->zero = !lazy;
         if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
         set_released_tail(h, 0); /* the purge took the whole mapping off the count */
-        locked_add(&large.unpurged, (uint64_t)-1);
+        HAK_COUNT_N(large.unpurged, (uint64_t)-1);
       }
     }
   }

@@ -22,6 +22,8 @@
 #ifndef HAK_SYNC_H
 #define HAK_SYNC_H
 
+#include "internal.h"
+
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
@@ -47,7 +49,7 @@ static inline void hak_unlock(pthread_mutex_t *m, bool locked) {
  *  read with relaxed atomics. */
 static inline void hak_counter_add(_Atomic uint64_t *counter, uint64_t n) {
   if (hak_single_threaded())
-    atomic_store_explicit(counter, atomic_load_explicit(counter, memory_order_relaxed) + n, memory_order_relaxed);
+    HAK_COUNT_N(*counter, n);
   else
     atomic_fetch_add_explicit(counter, n, memory_order_relaxed);
 }
