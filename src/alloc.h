@@ -13,17 +13,14 @@
 /* Hardened builds keep two words per small/medium block:
  * - the canary, the block's last word, holds hak_canary() from carving on and is never written again: a
  *   free that finds it changed reports an overflow from the block into its neighbour;
- * - the freed tag, the block's second word, holds hak_canary_freed() while the block is free (malloc
- *   clears it): a free that finds it reports a double free.
+ * - the freed tag, the block's second word, holds the same value while the block is free (malloc clears
+ *   it): a free that finds it reports a double free. (Equal values let free test both words against one
+ *   register; the tag tells a reader of a freed block nothing its canary would not.)
  * The classes of hardened builds start at 32 bytes, so the two never share a word. malloc writes only the
  * line it reads the free-list link from; free reads the canary's line but writes only the first line,
  * which the link goes to anyway (a block's last line is not written back and forth between threads). */
 static inline uintptr_t hak_canary(const hak_page *page, const void *block) {
   return page->canary_key ^ (uintptr_t)block;
-}
-
-static inline uintptr_t hak_canary_freed(const hak_page *page, const void *block) {
-  return ~hak_canary(page, block);
 }
 
 static inline uintptr_t *hak_canary_word(const hak_page *page, const hak_block *b) {
@@ -49,19 +46,28 @@ static inline void *hak_secure_on_alloc(hak_block *b) {
 /* One allocation in page->used_allocs: `used` (low half) and `allocs` (high half) both grow by one. */
 #define HAK_ONE_ALLOC (((uint64_t)1 << 32) | 1)
 
-/* Pop a block from the page's free list; NULL if empty. */
+#if HAK_SECURE
+/* Report a corrupted free-list link found at `b` (page.c); never returns, but is declared as returning so
+ * that the fast paths reach it with a jump and need no stack frame of their own. */
+__attribute__((cold, returns_nonnull)) void *hak_report_corrupt_link(const hak_page *page, const hak_block *b);
+#endif
+
+/* Pop a block from the page's free list; NULL if empty. Every call the fast path makes is a tail call. */
 static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
   hak_block *b = page->free;
   if (unlikely(b == NULL)) return NULL;
+#if HAK_SECURE
+  hak_block *next;
+  if (unlikely(!hak_next_decode_checked(page, b, &next))) return hak_report_corrupt_link(page, b);
+  page->free = next;
+  hak_secure_on_alloc(b);
+#else
   page->free = hak_next_decode(page, b);
+#endif
   uint64_t used_allocs = page->used_allocs + HAK_ONE_ALLOC;
   page->used_allocs = used_allocs;
-  if (unlikely((uint32_t)(used_allocs >> 32) == HAK_PAGE_TICK_ALLOCS)) b = hak_page_tick(heap, page, b);
-#if HAK_SECURE
-  return hak_secure_on_alloc(b);
-#else
+  if (unlikely((uint32_t)(used_allocs >> 32) == HAK_PAGE_TICK_ALLOCS)) return hak_page_tick(heap, page, b);
   return b;
-#endif
 }
 
 /* malloc for sizes up to HAK_MEDIUM_MAX (already including the canary in hardened builds). */
@@ -92,19 +98,21 @@ __attribute__((noinline, cold)) void hak_free_other(void *p);
 
 
 #if HAK_SECURE
-/* Report a free that failed the checks below: not a block start, a double free or an overflow (secure.c). */
-__attribute__((noreturn, cold)) void hak_secure_bad_free(const hak_page *page, hak_block *b);
+/* Report a free that failed the checks below: not a block start, a double free or an overflow (secure.c).
+ * Never returns; declared as returning so that free reaches it with a jump (no stack frame in free). */
+__attribute__((cold)) void hak_secure_bad_free(const hak_page *page, hak_block *b);
 
-/* Hardened builds, on every free: the canary is intact and the block carries no freed tag; then it gets
- * one. The canary depends on the block's address, so a pointer that is not a block start fails it too
- * (but for a 2^-64 chance); the range test first keeps the reads inside the page's blocks. secure.c
- * tells the faults apart. */
-static inline void hak_secure_check_free(hak_page *page, hak_block *b) {
-  if (unlikely(!hak_page_block_range(page, (uintptr_t)b))) hak_secure_bad_free(page, b);
+/* Hardened builds, on every free: whether the block fails its checks (then nothing was written). It
+ * passes when the canary is intact and the block carries no freed tag; it then gets one. The canary
+ * depends on the block's address, so a pointer that is not a block start fails it too (but for a 2^-64
+ * chance); the range test first keeps the reads inside the page's blocks. secure.c tells the faults
+ * apart. */
+static inline bool hak_secure_free_fails(hak_page *page, hak_block *b) {
+  if (unlikely(!hak_page_block_range(page, (uintptr_t)b))) return true;
   uintptr_t expected = hak_canary(page, b);
-  if (unlikely((*hak_canary_word(page, b) != expected) | (*hak_freed_tag(b) == ~expected)))
-    hak_secure_bad_free(page, b);
-  *hak_freed_tag(b) = ~expected;
+  if (unlikely((*hak_canary_word(page, b) != expected) | (*hak_freed_tag(b) == expected))) return true;
+  *hak_freed_tag(b) = expected;
+  return false;
 }
 #endif
 
@@ -118,7 +126,10 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   hak_page *page = hak_segment_page_of(seg, p);
   hak_block *b = (hak_block *)p;
 #if HAK_SECURE
-  hak_secure_check_free(page, b);
+  if (unlikely(hak_secure_free_fails(page, b))) {
+    hak_secure_bad_free(page, b);
+    return;
+  }
 #endif
   hak_heap *heap = hak_tls_heap;
   if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {

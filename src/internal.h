@@ -371,12 +371,22 @@ static inline bool hak_page_block_range(const hak_page *page, uintptr_t p) {
   return hak_rotr(p - (uintptr_t)page->start, 4) < page->block_limit;
 }
 
+#if HAK_SECURE
+/* Decode the link stored in free block `b` into *next; false when it decodes out of the page's blocks
+ * (and is not the end of the list): the block was overwritten while free. */
+static inline bool hak_next_decode_checked(const hak_page *page, const hak_block *b, hak_block **next) {
+  uintptr_t n = hak_rotr((uintptr_t)b->next, HAK_LINK_ROTATION) ^ (page->key ^ (uintptr_t)b);
+  *next = (hak_block *)n;
+  return hak_page_block_range(page, n) || n == 0;
+}
+#endif
+
 static inline hak_block *hak_next_decode(const hak_page *page, const hak_block *b) {
 #if HAK_SECURE
-  uintptr_t next = hak_rotr((uintptr_t)b->next, HAK_LINK_ROTATION) ^ (page->key ^ (uintptr_t)b);
-  if (unlikely(!hak_page_block_range(page, next)) && next != 0)
+  hak_block *next;
+  if (unlikely(!hak_next_decode_checked(page, b, &next)))
     hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
-  return (hak_block *)next;
+  return next;
 #else
   (void)page;
   return b->next;

@@ -33,6 +33,12 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   page->canary_key = canary_key;
 }
 
+#if HAK_SECURE
+void *hak_report_corrupt_link(const hak_page *page, const hak_block *b) {
+  hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
+}
+#endif
+
 bool hak_page_extend(hak_page *page) {
   uint32_t left = page->reserved - page->capacity;
   if (left == 0) return false;
@@ -45,7 +51,7 @@ bool hak_page_extend(hak_page *page) {
   for (uint32_t i = 0; i < n; i++) { /* carved blocks are free: freeing one before malloc returned it is caught */
     hak_block *block = (hak_block *)(first + (size_t)i * bs);
     *hak_canary_word(page, block) = hak_canary(page, block);
-    *hak_freed_tag(block) = hak_canary_freed(page, block);
+    *hak_freed_tag(block) = hak_canary(page, block);
   }
 #endif
   hak_block *b = (hak_block *)first;
