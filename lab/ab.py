@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import argparse
 
-from lab import plots, report, stats
+from lab import compare, plots, report, stats
 from lab import workloads as wl
 from lab.runner import SYSCALLS, Run, Spec, SyscallCount
 from lab.session import Session, add_common_options
@@ -32,6 +32,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def speedup(value: float, baseline: float, higher_is_better: bool) -> float:
     """Percent faster than the baseline (negative: slower)."""
     return 100.0 * ((value / baseline) if higher_is_better else (baseline / value)) - 100.0
+
+
+def paired(w: wl.Workload, runs: list[Run], base_runs: list[Run]) -> dict | None:
+    """Round-by-round verdict of one value against the baseline: runs of the same index were made in the
+    same interleaved round. None when no round has both runs."""
+    ratios = compare.round_ratios(w, runs, base_runs)
+    return stats.round_verdict(ratios) if ratios else None
 
 
 def _spec(w: wl.Workload, s: Session, var: str, value: str, size: int | None) -> Spec:
@@ -83,6 +90,9 @@ def run_ab(args: argparse.Namespace) -> int:
     for (size, _), m in med.items():
         base = med.get((size, baseline))
         m["delta_pct"] = speedup(m["metric"], base["metric"], w.higher_is_better) if base else None
+    for (size, v), m in med.items():
+        if v != baseline and (p := paired(w, runs[(size, v)], runs.get((size, baseline), []))):
+            m["paired"] = p
 
     label = {None: "mix"} | {sz: f"{sz} B" for sz in sizes if sz is not None}
     matrix_head = ["Value"] + [h for sz in sizes for h in (f"{label[sz]} {w.unit}", "vs baseline")]
@@ -118,6 +128,17 @@ def run_ab(args: argparse.Namespace) -> int:
             rows, right=range(1, 7 + len(SYSCALLS))))
     if best_lines:
         sections.insert(1, "Fastest value per size:\n\n" + "\n".join(best_lines))
+    verdict_rows = [[v, label[sz], m["paired"]["rounds"], f"{m['paired']['ratio']:.3f}",
+                     f"{m['paired']['ci_low']:.3f}–{m['paired']['ci_high']:.3f} ({100 * m['paired']['coverage']:.1f} %)",
+                     m["paired"]["verdict"]]
+                    for sz in sizes for v in values if (m := med.get((sz, v))) and "paired" in m]
+    if verdict_rows:
+        sections.insert(2, "Round by round: each interleaved round gives one ratio of the value's time to the "
+                        "baseline's (below 1: the value was faster); the median of those ratios, its "
+                        "distribution-free confidence interval, and \"ahead\" or \"behind\" (of the baseline) "
+                        "when the interval excludes 1.\n\n" + report.table(
+                            ["Value", "size", "rounds", "value ÷ baseline (time)", "confidence interval", "verdict"],
+                            verdict_rows, right=(2, 3)))
     s.out_dir.mkdir(parents=True, exist_ok=True)
     others = [v for v in values if v != baseline]
     png = plots.grouped_bars(s.out_dir / "ab.png", f"{args.env}: change vs baseline {baseline}",

@@ -117,6 +117,17 @@ def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[di
 SUBJECT = "hakmem"
 
 
+def round_ratios(w: wl.Workload, mine: list[Run], theirs: list[Run]) -> list[float]:
+    """Time ratios of runs to the runs of the same interleaved rounds (same index), skipping rounds in
+    which either run failed or gave no value."""
+    ratios = []
+    for a_run, b_run in zip(mine, theirs):
+        a, b = a_run.value(w.metric), b_run.value(w.metric)
+        if a_run.ok and b_run.ok and (a or 0) > 0 and (b or 0) > 0:
+            ratios.append(stats.ratio_to_best(a, b, w.higher_is_better))
+    return ratios
+
+
 def paired(w: wl.Workload, rows: list[dict], m: Measurements, subject: str = SUBJECT) -> dict | None:
     """The subject against the best other allocator of the workload, round by round: each interleaved
     round gives one ratio of the subject's time to the other's (both runs of a round saw the same machine
@@ -128,19 +139,10 @@ def paired(w: wl.Workload, rows: list[dict], m: Measurements, subject: str = SUB
     if not others or not any(r["allocator"] == subject for r in ok):
         return None
     peer = others[0]["allocator"]  # rows are sorted best first
-    ratios = []
-    for mine, theirs in zip(m.timed.get((w.name, subject), []), m.timed.get((w.name, peer), [])):
-        a, b = mine.value(w.metric), theirs.value(w.metric)
-        if mine.ok and theirs.ok and (a or 0) > 0 and (b or 0) > 0:
-            ratios.append(stats.ratio_to_best(a, b, w.higher_is_better))
+    ratios = round_ratios(w, m.timed.get((w.name, subject), []), m.timed.get((w.name, peer), []))
     if not ratios:
         return None
-    lo, hi, cov = stats.median_ci(ratios)
-    verdict = "ahead" if hi < 1 else "behind" if lo > 1 else "within noise"
-    if cov < 0.95:
-        verdict += " (too few rounds for a 95 % interval)"
-    return {"workload": w.name, "subject": subject, "peer": peer, "rounds": len(ratios), "ratio": stats.median(ratios),
-            "ci_low": lo, "ci_high": hi, "coverage": cov, "verdict": verdict}
+    return {"workload": w.name, "subject": subject, "peer": peer} | stats.round_verdict(ratios)
 
 
 def paired_rows(works: list[wl.Workload], tables: dict[str, list[dict]], m: Measurements,

@@ -44,6 +44,19 @@ def median_ci(values: Sequence[float], confidence: float = 0.95) -> tuple[float,
     return float(xs[k - 1]), float(xs[n - k]), coverage(k)
 
 
+def round_verdict(ratios: Sequence[float]) -> dict:
+    """Verdict on per-round time ratios of a subject to a reference (below 1: the subject was faster):
+    their median, its distribution-free confidence interval (median_ci at 95 %) and "ahead" or "behind"
+    when the interval excludes 1, "within noise" when it holds 1, marked as having too few rounds when
+    even all of them cannot reach 95 % coverage."""
+    lo, hi, cov = median_ci(ratios)
+    verdict = "ahead" if hi < 1 else "behind" if lo > 1 else "within noise"
+    if cov < 0.95:
+        verdict += " (too few rounds for a 95 % interval)"
+    return {"rounds": len(ratios), "ratio": median(ratios), "ci_low": lo, "ci_high": hi, "coverage": cov,
+            "verdict": verdict}
+
+
 def geomean(values: Iterable[float]) -> float:
     vals = list(values)
     if not vals or any(v <= 0 for v in vals):

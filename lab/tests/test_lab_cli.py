@@ -113,7 +113,7 @@ def test_scaling_reports_degradation(bench_built, root, tmp_path, glibc):
 def test_ab_over_glibc_tunables(bench_built, root, tmp_path):
     out_dir = tmp_path / "ab"
     res = run_lab(root, "ab", "--allocs", "glibc", "--env", "GLIBC_TUNABLES", "--values",
-                  "default,glibc.malloc.tcache_count=0", "--sizes", "64,512", "--size", "tiny", "--reps", "1",
+                  "default,glibc.malloc.tcache_count=0", "--sizes", "64,512", "--size", "tiny", "--reps", "2",
                   "--out", str(out_dir), "--no-progress")
     assert res.returncode == 0, res.stderr
     text = (out_dir / "report.md").read_text()
@@ -123,6 +123,12 @@ def test_ab_over_glibc_tunables(bench_built, root, tmp_path):
     assert "env -u GLIBC_TUNABLES" in text
     results = json.loads((out_dir / "data.json").read_text())["summary"]["results"]
     assert results["64 B/default"]["delta_pct"] == 0.0
+    # the value against the baseline, round by round (two rounds: an interval too short for 95 %)
+    assert "paired" not in results["64 B/default"]
+    p = results["512 B/glibc.malloc.tcache_count=0"]["paired"]
+    assert p["rounds"] == 2 and p["ci_low"] <= p["ratio"] <= p["ci_high"] and p["coverage"] == 0.5
+    assert p["verdict"].endswith("(too few rounds for a 95 % interval)")
+    assert "| glibc.malloc.tcache_count=0 | 512 B | 2 |" in text
     assert set(results) == {"64 B/default", "64 B/glibc.malloc.tcache_count=0", "512 B/default",
                             "512 B/glibc.malloc.tcache_count=0"}
 

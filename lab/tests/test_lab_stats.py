@@ -82,3 +82,13 @@ def test_median_ci_uses_order_statistics_with_exact_coverage():
     assert stats.median_ci([5])[2] == 0.0
     with pytest.raises(ValueError):
         stats.median_ci([])
+
+
+def test_round_verdict_reads_the_interval():
+    ahead = stats.round_verdict([0.90, 0.92, 0.95, 0.91, 0.93, 0.94, 0.96])
+    assert ahead["verdict"] == "ahead" and ahead["ratio"] == 0.93 and ahead["rounds"] == 7
+    assert (ahead["ci_low"], ahead["ci_high"]) == (0.90, 0.96)
+    assert stats.round_verdict([1.1, 1.2, 1.05, 1.3, 1.15, 1.12, 1.08])["verdict"] == "behind"
+    assert stats.round_verdict([0.9, 1.1, 0.95, 1.05, 1.0, 0.97, 1.02])["verdict"] == "within noise"
+    few = stats.round_verdict([0.9, 0.91, 0.92])
+    assert few["verdict"] == "ahead (too few rounds for a 95 % interval)" and few["coverage"] == 0.75
