@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 1
+#define HAKMEM_VERSION_MINOR 2
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -76,7 +76,8 @@ enum hak_tier {
   HAK_TIER_COUNT = 3
 };
 
-/** A snapshot of the allocator's counters since the process started. */
+/** A snapshot of the allocator's counters since the process started. New fields are appended, and the
+ *  library fills the whole struct of its own version: build against the header of the library you run. */
 struct hak_stats {
   uint64_t allocs[HAK_TIER_COUNT];      /**< allocations per tier */
   uint64_t alloc_bytes[HAK_TIER_COUNT]; /**< bytes handed out per tier (block sizes, not requests) */
@@ -93,6 +94,11 @@ struct hak_stats {
   uint64_t minor_faults, major_faults;  /**< page faults of the process (getrusage) */
   uint64_t peak_rss_bytes;              /**< peak resident set of the process (getrusage) */
   uint64_t current_rss_bytes;           /**< resident set now (/proc/self/statm) */
+  /* since 0.2.0 */
+  uint64_t slow_allocs;                 /**< small/medium allocations that found no free block in their
+                                             thread's current page (page switch, collection or a new page) */
+  uint64_t slow_frees;                  /**< frees by the owning thread that left the fast path (page
+                                             leaving the full list, becoming empty, or a double-free check) */
 };
 
 /** Fill *out with current counters (merged from every thread). Returns 0, or EINVAL if out is NULL. */

@@ -49,7 +49,12 @@ pub(crate) struct HakStats {
     pub major_faults: u64,
     pub peak_rss_bytes: u64,
     pub current_rss_bytes: u64,
+    pub slow_allocs: u64,
+    pub slow_frees: u64,
 }
+
+// hak_stats_get writes the whole C struct: the mirror must have its size (27 counters).
+const _: () = assert!(core::mem::size_of::<HakStats>() == 27 * 8);
 
 extern "C" {
     pub fn hak_malloc(size: usize) -> *mut c_void;

@@ -289,6 +289,7 @@ static bool other_threads_live(void) {
 
 static hak_page *find_page(hak_heap *heap, unsigned cls) {
   heap->slow_events++;
+  HAK_COUNT_N(heap->counters.slow_allocs, 1);
   if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
   uint64_t bit = (uint64_t)1 << cls;
   if (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & bit) {
@@ -320,6 +321,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
       break;
     }
     hak_heap_adopt(heap, seg);
+    set_direct(heap, cls); /* the failed scan may have left it on a page now in the full list */
     page = head = q->first;
   }
   if (heap->retired_classes & bit) heap->thrash_events++;
@@ -334,14 +336,20 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
 }
 
 /* The first page of class `cls`, from `page` on, that has free blocks (collected or carved), moved to the
- * front of the queue; pages found exhausted go to the full list. NULL if none has any. */
+ * front of the queue. A page found exhausted for the first time goes to the queue's back, where the
+ * owner's frees into it stay on the fast path: a working set spread over a few pages per class refills
+ * them all, and sending each exhausted page to the full list cost a slow path on its next free
+ * (random_mixed: one malloc and one free in 37 each, docs/notes 2026-11-23 night). Found exhausted again,
+ * it goes to the full list. NULL if no page has a free block. */
 static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_page *head) {
   hak_page_queue *q = &heap->pages[cls];
-  while (page != NULL) {
+  hak_page *first_deferred = NULL;
+  while (page != NULL && page != first_deferred) {
     hak_page *next = page->next;
     hak_page_collect(heap, page);
     if (page->free != NULL || hak_page_extend(page)) {
       unnote_empty(heap, page);
+      page->found_exhausted = 0;
       if (page != q->first) {
         queue_remove(q, page);
         queue_push_front(q, page);
@@ -351,6 +359,14 @@ static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_pa
     }
     queue_remove(q, page);
     unnote_empty(heap, page);
+    if (!page->found_exhausted) {
+      page->found_exhausted = 1;
+      queue_push_back(q, page);
+      if (first_deferred == NULL) first_deferred = page;
+      page = next != NULL ? next : q->first; /* the page just moved is q->last: stop when it comes round */
+      continue;
+    }
+    page->found_exhausted = 0;
     if (hak_page_set_full_state(page)) {
       hak_page_set_full(page, true);
       queue_push_front(&heap->full[cls], page);
@@ -404,6 +420,7 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
+  HAK_COUNT_N(heap->counters.slow_frees, 1);
   if (page->used == 0 || block == page->free) /* the head of free is a freed or a carved, never returned block */
     hak_fatal("double free (or free of a block not allocated) detected of", block, page->size_class);
   hak_next_encode(page, block, page->free);

@@ -30,7 +30,8 @@
  *
  * malloc(24) (alloc.h): heap = TLS; page = heap->direct[(24 + 15) / 16]; pop page->free. When that list
  * is empty the slow path (heap.c) collects local_free and remote into free, carves more blocks, moves
- * exhausted pages to the full list, or takes a new page from one of the heap's segments.
+ * an exhausted page to the back of its queue (the first time) or to the full list (the second), or takes a
+ * new page from one of the heap's segments.
  *
  * free(p) (alloc.h): header = pagemap[p]; if it is a segment whose owner is this thread's heap, push p
  * on page->free; otherwise push it on page->remote. Since the owner's frees can keep `free` from ever
@@ -140,6 +141,7 @@ typedef struct hak_page {
   uint8_t in_full;          /* in the heap's full list */
   uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
   uint8_t is_empty_listed;  /* counted in heap->empty_pages */
+  uint8_t found_exhausted;  /* a page scan found no free block in it and left it at the queue's back */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
   /* The owner's free takes its fast path only while `used` is above this: 1 normally, 0 for the first
    * page of its queue (it may become empty without bookkeeping), UINT32_MAX in the full list. One compare
@@ -204,6 +206,8 @@ typedef struct hak_heap_counters {
   _Atomic uint64_t allocs[HAK_CLASS_COUNT];
   _Atomic uint64_t frees;        /* frees by the owner */
   _Atomic uint64_t remote_frees; /* frees by this thread of blocks other heaps own */
+  _Atomic uint64_t slow_allocs;  /* allocations whose page had no free block (find_page) */
+  _Atomic uint64_t slow_frees;   /* owner frees that took hak_free_local_slow */
 } hak_heap_counters;
 
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)

@@ -17,6 +17,7 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
   page->size_class = (uint8_t)cls;
   page->slice_count = (uint8_t)slices;
   page->is_empty_listed = 0;
+  page->found_exhausted = 0;
   hak_page_set_head(page, false);
   page->capacity = 0;
   atomic_store_explicit(&page->remote, 0, memory_order_relaxed);

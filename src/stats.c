@@ -44,6 +44,8 @@ HAK_API int hak_stats_get(struct hak_stats *out) {
     }
     out->frees += load(&h->counters.frees);
     out->remote_frees += load(&h->counters.remote_frees);
+    out->slow_allocs += load(&h->counters.slow_allocs);
+    out->slow_frees += load(&h->counters.slow_frees);
   }
   out->remote_frees += hak_orphan_remote_frees();
   out->frees += out->remote_frees;
@@ -98,13 +100,15 @@ HAK_API void hak_stats_print(FILE *out) {
   if (n < (int)sizeof buf)
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   "  frees %llu (remote %llu); threads started %llu, exited %llu; segments reclaimed %llu\n"
+                  "  slow paths: allocations %llu, frees %llu\n"
                   "  committed now %.1f MiB, peak %.1f MiB; mapped %.1f MiB\n"
                   "  os calls: mmap %llu, munmap %llu, madvise %llu, mprotect %llu, mremap %llu (%.3g per op)\n"
                   "  large cache: hits %llu, misses %llu\n"
                   "  process: page faults minor %llu, major %llu; rss now %.1f MiB, peak %.1f MiB\n",
                   (unsigned long long)s.frees, (unsigned long long)s.remote_frees,
                   (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
-                  (unsigned long long)s.segments_reclaimed, mib(s.committed_bytes), mib(s.peak_committed_bytes),
+                  (unsigned long long)s.segments_reclaimed, (unsigned long long)s.slow_allocs,
+                  (unsigned long long)s.slow_frees, mib(s.committed_bytes), mib(s.peak_committed_bytes),
                   mib(s.mapped_bytes), (unsigned long long)s.mmap_calls, (unsigned long long)s.munmap_calls,
                   (unsigned long long)s.madvise_calls, (unsigned long long)s.mprotect_calls,
                   (unsigned long long)s.mremap_calls, ops ? (double)calls / (double)ops : 0.0,
