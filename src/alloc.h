@@ -105,10 +105,10 @@ __attribute__((cold)) void hak_secure_bad_free(const hak_page *page, hak_block *
 /* Hardened builds, on every free: whether the block fails its checks (then nothing was written). It
  * passes when the canary is intact and the block carries no freed tag; it then gets one. The canary
  * depends on the block's address, so a pointer that is not a block start fails it too (but for a 2^-64
- * chance); the range test first keeps the reads inside the page's blocks. secure.c tells the faults
+ * chance). Both reads stay in the segment's mapping for any pointer into the segment, whatever page
+ * descriptor covers it (HAK_SEGMENT_GUARD), so no range test comes first. secure.c tells the faults
  * apart. */
 static inline bool hak_secure_free_fails(hak_page *page, hak_block *b) {
-  if (unlikely(!hak_page_block_range(page, (uintptr_t)b))) return true;
   uintptr_t expected = hak_canary(page, b);
   if (unlikely((*hak_canary_word(page, b) != expected) | (*hak_freed_tag(b) == expected))) return true;
   *hak_freed_tag(b) = expected;

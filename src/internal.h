@@ -89,6 +89,11 @@
 
 /* Canary bytes reserved at the end of every small/medium block in hardened builds. */
 #define HAK_CANARY_SIZE (HAK_SECURE ? sizeof(uintptr_t) : 0)
+/* Hardened builds map this much more read-write memory after each segment and never touch it (it costs
+ * address space, not memory). A hardened free reads the canary at p + block_size - 8 before it knows
+ * that p is a block start: for any p in a segment, whatever page descriptor covers it, that read stays
+ * inside the mapping, so the check needs no range test first. */
+#define HAK_SEGMENT_GUARD (HAK_SECURE ? HAK_MEDIUM_MAX : 0)
 
 enum { HAK_KIND_SEGMENT = 0x5e67u, HAK_KIND_LARGE = 0x1a26eu };
 

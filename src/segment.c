@@ -70,13 +70,17 @@ static void disown(hak_heap *heap, hak_segment *seg) {
 }
 
 static hak_segment *segment_map(void) {
-  hak_segment *seg = hak_os_map(HAK_SEGMENT_SIZE, HAK_SEGMENT_SIZE, false);
+  hak_segment *seg = hak_os_map(HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE, false);
   if (seg == NULL) return NULL;
   if (!hak_pagemap_set(seg, seg)) {
-    hak_os_unmap(seg, HAK_SEGMENT_SIZE, true);
+    hak_os_unmap(seg, HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, true);
     return NULL;
   }
+  hak_os_uncommit(HAK_SEGMENT_GUARD); /* never touched: not committed */
   seg->kind = HAK_KIND_SEGMENT;
+  /* Slice 0 is the header and its descriptor is never a page: a nonzero size keeps a hardened free of a
+   * pointer into the header from reading before the segment (HAK_SEGMENT_GUARD). */
+  seg->pages[0].block_size = 16;
   seg->free_slices = ~(uint64_t)1;
   for (unsigned i = 0; i < HAK_SLICES; i++) seg->slice_page[i] = (uint8_t)i;
   return seg;
@@ -84,9 +88,9 @@ static hak_segment *segment_map(void) {
 
 static void segment_unmap(hak_segment *seg) {
   /* the whole segment was counted as committed when mapped, purged slices were uncounted since */
-  hak_os_recommit((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT);
+  hak_os_recommit(((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT) + HAK_SEGMENT_GUARD);
   hak_pagemap_set(seg, NULL);
-  hak_os_unmap(seg, HAK_SEGMENT_SIZE, true);
+  hak_os_unmap(seg, HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, true);
 }
 
 /* Return the free slices in `slices` to the OS, a system call per contiguous run. */

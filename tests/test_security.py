@@ -39,6 +39,9 @@ PROBES = {
     "free_global": (INVALID, "free() of a global array", "detect", "detect"),
     "free_interior_small": (INVALID, "free(p + 16) of a 64-byte block", "any", "detect"),
     "free_interior_large": (INVALID, "free(p + 8192) of a 1 MiB block", "any", "detect"),
+    "free_region_start": (INVALID, "free() of the 4 MiB-aligned address below a 64-byte block", "detect", "detect"),
+    "free_region_end": (INVALID, "free() of the last 16 bytes below a 4 MiB boundary, inside a 2040-byte block, "
+                        "with nothing allocated after it", "any", "detect"),
     "free_never_allocated": (INVALID, "free() of the block after the two latest 200-byte blocks, never returned",
                              "any", "detect"),
     "free_foreign_mmap": (INVALID, "free() inside a region mmapped by the program", "detect", "detect"),

@@ -162,6 +162,38 @@ static int free_never_allocated(void) {
 }
 static int free_interior_large(void) { return free_interior(1u << 20, 8192); }
 
+/* Wild pointers at the two edges of the 4 MiB-aligned region that holds heap blocks. */
+#define REGION ((uintptr_t)4 << 20)
+
+static int free_region_start(void) {
+  char *p = malloc(64);
+  if (!p) return fail("malloc returned NULL");
+  char *start = (char *)((uintptr_t)p & ~(REGION - 1));
+  target(start);
+  free(opaque(start));
+  return 0;
+}
+
+/* 2040-byte blocks are allocated until one of them holds the region's last 16 bytes; nothing is
+ * allocated after it, so whatever lies above the boundary (often nothing mapped) is no block of ours.
+ * A free that reads a block's far end before checking that the pointer starts a block reads there. */
+static int free_region_end(void) {
+  enum { SIZE = 2040, MAX = 4096 };
+  static char *keep[MAX];
+  for (int i = 0; i < MAX; i++) {
+    char *p = keep[i] = malloc(SIZE);
+    if (!p) return fail("malloc returned NULL");
+    char *last = (char *)(((uintptr_t)p | (REGION - 1)) + 1) - 16;
+    if (last >= p && last < p + SIZE) {
+      target(last);
+      free(opaque(last));
+      return 0;
+    }
+  }
+  fprintf(stderr, "probe: %s: no block holds the last bytes of a 4 MiB region\n", probe_name);
+  return 77;
+}
+
 static int free_foreign(size_t map_size, size_t align, size_t offset) {
   char *m = mmap(NULL, map_size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (m == MAP_FAILED) return fail("mmap failed");
@@ -373,6 +405,8 @@ static const struct probe probes[] = {
     {"free_global", free_global},
     {"free_interior_small", free_interior_small},
     {"free_interior_large", free_interior_large},
+    {"free_region_start", free_region_start},
+    {"free_region_end", free_region_end},
     {"free_never_allocated", free_never_allocated},
     {"free_foreign_mmap", free_foreign_mmap},
     {"free_foreign_mmap_aligned", free_foreign_mmap_aligned},
