@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 2
+#define HAKMEM_VERSION_MINOR 3
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -76,8 +76,9 @@ enum hak_tier {
   HAK_TIER_COUNT = 3
 };
 
-/** A snapshot of the allocator's counters since the process started. New fields are appended, and the
- *  library fills the whole struct of its own version: build against the header of the library you run. */
+/** A snapshot of the allocator's counters since the process started. New fields are only ever appended;
+ *  hak_stats_get tells the library the size of the caller's struct, so a program and a library of
+ *  different versions exchange exactly the fields both know. */
 struct hak_stats {
   uint64_t allocs[HAK_TIER_COUNT];      /**< allocations per tier */
   uint64_t alloc_bytes[HAK_TIER_COUNT]; /**< bytes handed out per tier (block sizes, not requests) */
@@ -101,8 +102,16 @@ struct hak_stats {
                                              leaving the full list, becoming empty, or a double-free check) */
 };
 
-/** Fill *out with current counters (merged from every thread). Returns 0, or EINVAL if out is NULL. */
+/** Fill the first `size` bytes of *out with current counters (merged from every thread): the fields of
+ *  this library's struct hak_stats that fit, whole; bytes past the library's own struct are zeroed (a
+ *  newer program on an older library reads zeroes for the fields the library does not know). Returns 0,
+ *  or EINVAL if out is NULL. Call it through hak_stats_get. */
+int hak_stats_get_sized(struct hak_stats *out, size_t size);
+/** Fill *out with current counters: hak_stats_get_sized(out, sizeof *out). (The exported symbol of this
+ *  name, which programs built against 0.1.0 and 0.2.0 call, fills only the fields of 0.1.0: it never
+ *  writes past an older caller's struct.) */
 int hak_stats_get(struct hak_stats *out);
+#define hak_stats_get(out) hak_stats_get_sized((out), sizeof *(out))
 /** Print the counters in a human-readable block to `out` (stderr if NULL). This is what HAKMEM_STATS=1
  *  prints at exit. The first line starts with "hakmem stats:" so tools can check hakmem was in use. */
 void hak_stats_print(FILE *out);

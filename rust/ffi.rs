@@ -53,7 +53,8 @@ pub(crate) struct HakStats {
     pub slow_frees: u64,
 }
 
-// hak_stats_get writes the whole C struct: the mirror must have its size (27 counters).
+// The mirror has the C struct's size (27 counters; stats.c asserts the same number), and
+// hak_stats_get_sized is told it, so a library of another version never writes past it.
 const _: () = assert!(core::mem::size_of::<HakStats>() == 27 * 8);
 
 extern "C" {
@@ -64,7 +65,7 @@ extern "C" {
     pub fn hak_free_aligned_sized(ptr: *mut c_void, alignment: usize, size: usize);
     pub fn hak_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
     pub fn hak_usable_size(ptr: *const c_void) -> usize;
-    pub fn hak_stats_get(out: *mut HakStats) -> i32;
+    pub fn hak_stats_get_sized(out: *mut HakStats, size: usize) -> i32;
 
     pub fn hak_region_alloc(bytes: usize, out: *mut HakRegion) -> i32;
     pub fn hak_region_free(region: *mut HakRegion) -> i32;

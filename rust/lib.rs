@@ -54,7 +54,7 @@ pub struct AllocatorStats {
 pub fn allocator_stats() -> AllocatorStats {
     let mut raw = ffi::HakStats::default();
     // SAFETY: `raw` is a valid, writable hak_stats.
-    let rc = unsafe { ffi::hak_stats_get(&mut raw) };
+    let rc = unsafe { ffi::hak_stats_get_sized(&mut raw, core::mem::size_of::<ffi::HakStats>()) };
     debug_assert_eq!(rc, 0);
     AllocatorStats {
         allocs: raw.allocs,

@@ -1,9 +1,11 @@
-/* stats.c — hak_stats_get and hak_stats_print: per-thread counters merged from every heap, the OS
+/* stats.c — hak_stats_get(_sized) and hak_stats_print: per-thread counters merged from every heap, the OS
  * call counters of os.c, the large-tier counters, and the process's page faults and RSS. */
 #include "internal.h"
 
 #include <fcntl.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -29,9 +31,13 @@ static uint64_t current_rss(void) {
 
 static uint64_t load(const _Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 
-HAK_API int hak_stats_get(struct hak_stats *out) {
-  if (out == NULL) return EINVAL;
-  hak_init();
+_Static_assert(sizeof(struct hak_stats) == 27 * sizeof(uint64_t), "rust/ffi.rs mirrors 27 counters");
+
+/* The size of struct hak_stats in 0.1.0: the most the exported hak_stats_get writes, since programs built
+ * against 0.1.0 and 0.2.0 call it with no size. */
+#define STATS_SIZE_0_1 offsetof(struct hak_stats, slow_allocs)
+
+static void stats_fill(struct hak_stats *out) {
   *out = (struct hak_stats){0};
   if (hak_tls_heap != &hak_heap_empty) hak_heap_flush_counts(hak_tls_heap); /* exact for the caller */
   hak_heaps_lock();
@@ -75,14 +81,28 @@ HAK_API int hak_stats_get(struct hak_stats *out) {
     out->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
   }
   out->current_rss_bytes = current_rss();
+}
+
+HAK_API int hak_stats_get_sized(struct hak_stats *out, size_t size) {
+  if (out == NULL) return EINVAL;
+  hak_init();
+  struct hak_stats all;
+  stats_fill(&all);
+  size_t known = sizeof all < size ? sizeof all : size;
+  known -= known % sizeof(uint64_t); /* whole fields only */
+  memcpy(out, &all, known);
+  if (size > sizeof all) memset((char *)out + sizeof all, 0, size - sizeof all);
   return 0;
 }
+
+#undef hak_stats_get
+HAK_API int hak_stats_get(struct hak_stats *out) { return hak_stats_get_sized(out, STATS_SIZE_0_1); }
 
 static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
 HAK_API void hak_stats_print(FILE *out) {
   struct hak_stats s;
-  hak_stats_get(&s);
+  hak_stats_get_sized(&s, sizeof s);
   char buf[2048];
   static const char *tiers[HAK_TIER_COUNT] = {"small (<= 1 KiB)", "medium (<= 512 KiB)", "large (> 512 KiB)"};
   uint64_t ops = s.frees, calls = s.mmap_calls + s.munmap_calls + s.madvise_calls + s.mprotect_calls + s.mremap_calls;

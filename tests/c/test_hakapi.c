@@ -24,7 +24,8 @@ static struct {
   void (*free)(void *);
   size_t (*usable)(const void *);
   void (*collect)(bool);
-  int (*stats_get)(struct hak_stats *);
+  int (*stats_get_sized)(struct hak_stats *, size_t);
+  int (*stats_get_legacy)(struct hak_stats *);
   void (*stats_print)(FILE *);
   long (*option_get)(enum hak_option);
   int (*option_set)(enum hak_option, long);
@@ -35,7 +36,8 @@ static int lookup_all(void) {
   struct { void **slot; const char *name; } t[] = {
       {(void **)&H.malloc, "hak_malloc"},          {(void **)&H.free, "hak_free"},
       {(void **)&H.usable, "hak_usable_size"},     {(void **)&H.collect, "hak_collect"},
-      {(void **)&H.stats_get, "hak_stats_get"},    {(void **)&H.stats_print, "hak_stats_print"},
+      {(void **)&H.stats_get_sized, "hak_stats_get_sized"}, {(void **)&H.stats_get_legacy, "hak_stats_get"},
+      {(void **)&H.stats_print, "hak_stats_print"},
       {(void **)&H.option_get, "hak_option_get"},  {(void **)&H.option_set, "hak_option_set"},
       {(void **)&H.option_name, "hak_option_name"}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
@@ -48,7 +50,7 @@ static int lookup_all(void) {
 static struct hak_stats snap(void) {
   struct hak_stats s;
   memset(&s, 0xff, sizeof s);
-  REQUIRE(H.stats_get(&s) == 0, "hak_stats_get failed");
+  REQUIRE(H.stats_get_sized(&s, sizeof s) == 0, "hak_stats_get_sized failed");
   return s;
 }
 
@@ -179,7 +181,8 @@ static void *remote_thread(void *arg) {
 
 static void check_stats(void) {
   tc_section("hak_stats_get: argument, per-tier counters, frees, remote frees, threads");
-  CHECK_EQ(H.stats_get(NULL), EINVAL, "hak_stats_get(NULL)");
+  CHECK_EQ(H.stats_get_sized(NULL, sizeof(struct hak_stats)), EINVAL, "hak_stats_get_sized(NULL)");
+  CHECK_EQ(H.stats_get_legacy(NULL), EINVAL, "hak_stats_get(NULL)");
 
   enum { NS = 1000, NM = 200, NL = 10 };
   static void *small[NS], *medium[NM], *large[NL];
@@ -261,6 +264,30 @@ static void check_stats(void) {
  * mallocs drain the pages one after the other. A page that runs dry stays in its queue the first time, so
  * the next round's frees into it stay on the fast path; sending it to the full list at once (as before
  * 2026-11-23) cost about one slow free per page per round. */
+/* Programs and libraries of different versions: the library writes exactly the bytes the caller's struct
+ * has (whole fields), zeroes what it does not know, and the sizeless symbol of 0.1.0/0.2.0 programs
+ * writes the 0.1.0 struct (25 counters) and not a byte more. */
+static void check_stats_sizes(void) {
+  tc_section("hak_stats_get_sized: caller's size respected; legacy hak_stats_get writes 0.1.0's 200 bytes");
+  enum { WORDS = 40, LEGACY = 25 };
+  uint64_t buf[WORDS];
+  memset(buf, 0xab, sizeof buf);
+  CHECK_EQ(H.stats_get_legacy((struct hak_stats *)buf), 0, "hak_stats_get");
+  CHECK(buf[LEGACY] == 0xababababababababull, "legacy hak_stats_get wrote past 0.1.0's struct");
+  CHECK(buf[0] != 0xababababababababull && buf[0] > 0, "legacy hak_stats_get left allocs[small] unwritten");
+
+  memset(buf, 0xab, sizeof buf);
+  CHECK_EQ(H.stats_get_sized((struct hak_stats *)buf, 3 * sizeof(uint64_t) + 5), 0, "sized, 3 words + 5 bytes");
+  CHECK(buf[2] != 0xababababababababull, "the third counter was not written");
+  CHECK(buf[3] == 0xababababababababull, "a partial field was written (size 29)");
+
+  memset(buf, 0xab, sizeof buf);
+  size_t words = sizeof(struct hak_stats) / sizeof(uint64_t);
+  CHECK_EQ(H.stats_get_sized((struct hak_stats *)buf, (words + 4) * sizeof(uint64_t)), 0, "sized, 4 words more");
+  for (size_t i = words; i < words + 4; i++) CHECK(buf[i] == 0, "word %zu past the library's struct not zeroed", i);
+  CHECK(buf[words + 4] == 0xababababababababull, "wrote past the caller's size");
+}
+
 static void check_slow_paths(void) {
   tc_section("slow paths: frees into pages that just ran dry stay on the fast path");
   /* 56-byte requests: 64-byte blocks in both builds (the hardened canary adds 8), 1024 per 64 KiB page,
@@ -398,6 +425,7 @@ int main(int argc, char **argv) {
   check_options();
   check_large_threads(); /* first: it needs the process to have one thread at its start */
   check_stats();
+  check_stats_sizes();
   check_slow_paths();
   check_print();
   check_collect();
