@@ -19,7 +19,7 @@ UNSET = "default"
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("ab", help="A/B of an option (env var) over values, per block size",
                        description="A/B of an allocator option given as an environment variable.")
-    add_common_options(p, reps=3, size="standard")
+    add_common_options(p, reps=6, size="standard")
     p.set_defaults(allocs="hakmem", func=run_ab)
     p.add_argument("--env", required=True, help="the environment variable, e.g. HAKMEM_DRAIN_INTERVAL")
     p.add_argument("--values", required=True, help=f"comma-separated values; `{UNSET}` = variable unset")
@@ -60,6 +60,9 @@ def run_ab(args: argparse.Namespace) -> int:
     baseline = args.baseline if args.baseline is not None else (values[0] if values else None)
     if not values or baseline not in values:
         raise SystemExit("hakmem-lab: --values must be non-empty and contain --baseline")
+    repeated = sorted({v for v in values if values.count(v) > 1})
+    if repeated:  # each round pairs one run per value: a repeat would pair runs of different rounds
+        raise SystemExit(f"hakmem-lab: --values lists {', '.join(repeated)} more than once")
     if "," in (args.allocs or ""):
         raise SystemExit("hakmem-lab: ab runs one allocator (--allocs NAME)")
     s = Session("ab", args, [w])

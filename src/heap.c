@@ -460,6 +460,7 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
     i += n;
     hak_page_set_full(page, false);
     page->is_empty_listed = 0;
+    page->found_exhausted = 0; /* a new owner's first scan gives it the second chance again */
     hak_page_clear_full_state(page);
     hak_page_collect(heap, page);
     if (page->used == 0) {
@@ -478,6 +479,7 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
     hak_page_collect(heap, page);
     hak_page_set_full(page, false);
     page->is_empty_listed = 0;
+    page->found_exhausted = 0;
     hak_page_clear_full_state(page);
     page->next = page->prev = NULL;
     hak_page_set_head(page, false);

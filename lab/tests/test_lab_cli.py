@@ -189,3 +189,12 @@ def test_without_strace_the_column_stays_empty_and_the_report_says_why(bench_bui
     assert "strace not installed (`apt-get install strace`)" in text
     row = json.loads((tmp_path / "nostrace" / "data.json").read_text())["summary"]["tables"]["random_mixed"][0]
     assert "syscalls_per_op" not in row
+
+
+def test_ab_refuses_repeated_values(root, tmp_path):
+    """A value listed twice would pair runs of different rounds against the baseline: refused up front."""
+    res = run_lab(root, "ab", "--allocs", "glibc", "--env", "X", "--values", "1,2,1", "--size", "tiny",
+                  "--out", str(tmp_path / "ab"), "--no-progress")
+    assert res.returncode != 0
+    assert "--values lists 1 more than once" in res.stderr
+    assert not (tmp_path / "ab").exists()
