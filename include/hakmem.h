@@ -107,11 +107,11 @@ struct hak_stats {
  *  newer program on an older library reads zeroes for the fields the library does not know). Returns 0,
  *  or EINVAL if out is NULL. Call it through hak_stats_get. */
 int hak_stats_get_sized(struct hak_stats *out, size_t size);
-/** Fill *out with current counters: hak_stats_get_sized(out, sizeof *out). (The exported symbol of this
- *  name, which programs built against 0.1.0 and 0.2.0 call, fills only the fields of 0.1.0: it never
- *  writes past an older caller's struct.) */
-int hak_stats_get(struct hak_stats *out);
-#define hak_stats_get(out) hak_stats_get_sized((out), sizeof *(out))
+/** Fill *out with current counters: hak_stats_get_sized(out, sizeof *out). Returns 0, or EINVAL if out
+ *  is NULL. (Inline since 0.3.0. The exported symbol of this name, which programs built against 0.1.0
+ *  and 0.2.0 call and dlsym finds, fills only the 25 counters of 0.1.0: it never writes past an older
+ *  caller's struct.) */
+static inline int hak_stats_get(struct hak_stats *out) { return hak_stats_get_sized(out, sizeof *out); }
 /** Print the counters in a human-readable block to `out` (stderr if NULL). This is what HAKMEM_STATS=1
  *  prints at exit. The first line starts with "hakmem stats:" so tools can check hakmem was in use. */
 void hak_stats_print(FILE *out);

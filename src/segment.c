@@ -70,13 +70,17 @@ static void disown(hak_heap *heap, hak_segment *seg) {
 }
 
 static hak_segment *segment_map(void) {
+  hak_os_uncommit(HAK_SEGMENT_GUARD); /* never touched, so never committed: hak_os_map counts it */
   hak_segment *seg = hak_os_map(HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE, false);
-  if (seg == NULL) return NULL;
+  if (seg == NULL) {
+    hak_os_recommit(HAK_SEGMENT_GUARD);
+    return NULL;
+  }
   if (!hak_pagemap_set(seg, seg)) {
+    hak_os_recommit(HAK_SEGMENT_GUARD);
     hak_os_unmap(seg, HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, true);
     return NULL;
   }
-  hak_os_uncommit(HAK_SEGMENT_GUARD); /* never touched: not committed */
   seg->kind = HAK_KIND_SEGMENT;
   /* Slice 0 is the header and its descriptor is never a page: a nonzero size keeps a hardened free of a
    * pointer into the header from reading before the segment (HAK_SEGMENT_GUARD). */

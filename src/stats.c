@@ -95,8 +95,9 @@ HAK_API int hak_stats_get_sized(struct hak_stats *out, size_t size) {
   return 0;
 }
 
-#undef hak_stats_get
-HAK_API int hak_stats_get(struct hak_stats *out) { return hak_stats_get_sized(out, STATS_SIZE_0_1); }
+/* The exported symbol "hak_stats_get" (hakmem.h's inline function of that name is never emitted here). */
+HAK_API int hak_stats_get_0_1(struct hak_stats *out) __asm__("hak_stats_get");
+HAK_API int hak_stats_get_0_1(struct hak_stats *out) { return hak_stats_get_sized(out, STATS_SIZE_0_1); }
 
 static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 

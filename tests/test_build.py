@@ -14,6 +14,7 @@ from conftest import ROOT, clean_env, describe, stats_blocks
 
 PROGRAM = r'''
 #define _GNU_SOURCE
+#include <errno.h>
 #include <hakmem.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,7 +22,10 @@ PROGRAM = r'''
 
 static unsigned long long allocs(void) {
   struct hak_stats s;
+  memset(&s, 0xab, sizeof s);
   if (hak_stats_get(&s) != 0) exit(3);
+  if (s.slow_frees == 0xababababababababull) exit(4); /* hak_stats_get fills this header's whole struct */
+  if (hak_stats_get(NULL) != EINVAL) exit(5);
   return (unsigned long long)(s.allocs[HAK_TIER_SMALL] + s.allocs[HAK_TIER_MEDIUM] + s.allocs[HAK_TIER_LARGE]);
 }
 

@@ -40,7 +40,7 @@ PROBES = {
     "free_interior_small": (INVALID, "free(p + 16) of a 64-byte block", "any", "detect"),
     "free_interior_large": (INVALID, "free(p + 8192) of a 1 MiB block", "any", "detect"),
     "free_region_start": (INVALID, "free() of the 4 MiB-aligned address below a 64-byte block", "detect", "detect"),
-    "free_region_end": (INVALID, "free() of the last 16 bytes below a 4 MiB boundary, inside a 2040-byte block, "
+    "free_region_end": (INVALID, "free() of the last 16 bytes below a 4 MiB boundary, inside a 14328-byte block, "
                         "with nothing allocated after it", "any", "detect"),
     "free_never_allocated": (INVALID, "free() of the block after the two latest 200-byte blocks, never returned",
                              "any", "detect"),
@@ -145,6 +145,8 @@ def check_outcome(name, mode, outcome, proc):
     describe = describe_run(name, mode, proc)
     assert outcome != "hang", describe
     if outcome == "n/a":
+        # hakmem's layout always gives this probe its block: n/a there means the probe lost its target
+        assert name not in ("free_region_end",), f"probe {name} found no target under {mode}\n{describe}"
         pytest.skip(f"probe {name} not applicable under {mode}: {proc.stderr.strip().splitlines()[0]}")
     if outcome == "detected":
         check_report(name, kind, proc, describe)

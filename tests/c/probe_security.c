@@ -174,11 +174,13 @@ static int free_region_start(void) {
   return 0;
 }
 
-/* 2040-byte blocks are allocated until one of them holds the region's last 16 bytes; nothing is
+/* 14328-byte blocks are allocated until one of them holds the region's last 16 bytes; nothing is
  * allocated after it, so whatever lies above the boundary (often nothing mapped) is no block of ours.
- * A free that reads a block's far end before checking that the pointer starts a block reads there. */
+ * A free that reads a block's far end before checking that the pointer starts a block reads 14 KiB past
+ * the boundary. (In hakmem these blocks come in pages of seven 64 KiB slices, which tile a 4 MiB
+ * segment's 63 slices, so a block ends at the boundary.) */
 static int free_region_end(void) {
-  enum { SIZE = 2040, MAX = 4096 };
+  enum { SIZE = 14328, MAX = 2048 };
   static char *keep[MAX];
   for (int i = 0; i < MAX; i++) {
     char *p = keep[i] = malloc(SIZE);

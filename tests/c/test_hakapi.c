@@ -271,10 +271,12 @@ static void check_stats_sizes(void) {
   tc_section("hak_stats_get_sized: caller's size respected; legacy hak_stats_get writes 0.1.0's 200 bytes");
   enum { WORDS = 40, LEGACY = 25 };
   uint64_t buf[WORDS];
+  free(must_malloc(100)); /* so that allocs[small], the first counter, is not 0 */
   memset(buf, 0xab, sizeof buf);
   CHECK_EQ(H.stats_get_legacy((struct hak_stats *)buf), 0, "hak_stats_get");
   CHECK(buf[LEGACY] == 0xababababababababull, "legacy hak_stats_get wrote past 0.1.0's struct");
   CHECK(buf[0] != 0xababababababababull && buf[0] > 0, "legacy hak_stats_get left allocs[small] unwritten");
+  CHECK(buf[LEGACY - 1] != 0xababababababababull, "legacy hak_stats_get left current_rss_bytes unwritten");
 
   memset(buf, 0xab, sizeof buf);
   CHECK_EQ(H.stats_get_sized((struct hak_stats *)buf, 3 * sizeof(uint64_t) + 5), 0, "sized, 3 words + 5 bytes");
