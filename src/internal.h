@@ -51,8 +51,8 @@
  * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) store free-list pointers xored with a per-page key
  * and rotated (a changed low byte decodes out of range), end every small/medium block with a canary
  * written once at carving (overflows), mark free blocks with a tag in their second word (double
- * frees), and check that a freed pointer is the start of a block (range test, then the
- * address-dependent canary).
+ * frees), and check that a freed pointer is the start of a block through the address-dependent canary
+ * (each segment is followed by an untouched guard, HAK_SEGMENT_GUARD, so that read needs no range test).
  */
 #ifndef HAK_INTERNAL_H
 #define HAK_INTERNAL_H
