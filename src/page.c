@@ -50,16 +50,14 @@ bool hak_page_extend(hak_page *page) {
   uint8_t *first = page->start + (size_t)page->capacity * bs;
   /* One pass: each block gets its link and, in hardened builds, its canary and freed tag (carved blocks
    * are free: freeing one before malloc returned it is caught). */
-  hak_block *b = (hak_block *)first;
-  for (uint32_t i = 1; i <= n; i++) {
+  for (uint32_t i = 0; i < n; i++) {
+    hak_block *b = (hak_block *)(first + (size_t)i * bs);
 #if HAK_SECURE
     uintptr_t canary = hak_canary(page, b);
     *hak_canary_word(page, b) = canary;
     *hak_freed_tag(b) = canary;
 #endif
-    hak_block *next = i < n ? (hak_block *)(first + (size_t)i * bs) : page->free;
-    hak_next_encode(page, b, next);
-    b = (hak_block *)(first + (size_t)i * bs);
+    hak_next_encode(page, b, i + 1 < n ? (hak_block *)((uint8_t *)b + bs) : page->free);
   }
   page->free = (hak_block *)first;
   page->capacity += n;
