@@ -45,8 +45,9 @@ static void *hinted_map(size_t size, size_t align) {
   return NULL;
 }
 
-void *hak_os_map(size_t size, size_t align, bool huge) {
-  if (size == 0 || size > ((size_t)1 << 46)) {
+void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge) {
+  size_t size = used + guard;
+  if (used == 0 || size < used || size > ((size_t)1 << 46)) {
     errno = ENOMEM;
     return NULL;
   }
@@ -72,17 +73,21 @@ void *hak_os_map(size_t size, size_t align, bool huge) {
   }
   if (p == NULL) return NULL;
   errno = saved;
-  if (huge) hak_os_advise(p, size, MADV_HUGEPAGE);
+  if (huge) hak_os_advise(p, used, MADV_HUGEPAGE);
   atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
-  count_commit((int64_t)size);
+  count_commit((int64_t)used);
   return p;
 }
 
-void hak_os_unmap(void *addr, size_t size, bool committed) {
-  raw_unmap(addr, size);
-  atomic_fetch_sub_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
-  if (committed) count_commit(-(int64_t)size);
+void *hak_os_map(size_t size, size_t align, bool huge) { return hak_os_map_guarded(size, 0, align, huge); }
+
+void hak_os_unmap_guarded(void *addr, size_t used, size_t guard, bool committed) {
+  raw_unmap(addr, used + guard);
+  atomic_fetch_sub_explicit(&hak_os_counters.mapped_bytes, (int64_t)(used + guard), memory_order_relaxed);
+  if (committed) count_commit(-(int64_t)used);
 }
+
+void hak_os_unmap(void *addr, size_t size, bool committed) { hak_os_unmap_guarded(addr, size, 0, committed); }
 
 int hak_os_advise(void *addr, size_t size, int advice) {
   atomic_fetch_add_explicit(&hak_os_counters.madvise_calls, 1, memory_order_relaxed);

@@ -24,9 +24,14 @@ extern struct hak_os_counters hak_os_counters;
  *  (a power of two >= page size). `huge` adds a transparent-huge-page hint. NULL on failure (errno
  *  from the kernel, normally ENOMEM). */
 void *hak_os_map(size_t size, size_t align, bool huge);
+/** hak_os_map of `used` + `guard` bytes where the last `guard` bytes are never touched: mapped, but not
+ *  counted as committed (the huge-page hint covers `used` only). */
+void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge);
 /** Unmap a range obtained from hak_os_map (or part of one). `committed` says whether it was still
  *  counted as committed. */
 void hak_os_unmap(void *addr, size_t size, bool committed);
+/** Unmap a whole mapping from hak_os_map_guarded, given the same `used` and `guard`. */
+void hak_os_unmap_guarded(void *addr, size_t used, size_t guard, bool committed);
 /** Release the physical pages of [addr, addr+size) while keeping the mapping: MADV_DONTNEED, or
  *  MADV_FREE when `lazy`. Returns 0 or the errno of a failed madvise (counted, never fatal). */
 int hak_os_purge(void *addr, size_t size, bool lazy);

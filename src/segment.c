@@ -70,15 +70,10 @@ static void disown(hak_heap *heap, hak_segment *seg) {
 }
 
 static hak_segment *segment_map(void) {
-  hak_os_uncommit(HAK_SEGMENT_GUARD); /* never touched, so never committed: hak_os_map counts it */
-  hak_segment *seg = hak_os_map(HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE, false);
-  if (seg == NULL) {
-    hak_os_recommit(HAK_SEGMENT_GUARD);
-    return NULL;
-  }
+  hak_segment *seg = hak_os_map_guarded(HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE, false);
+  if (seg == NULL) return NULL;
   if (!hak_pagemap_set(seg, seg)) {
-    hak_os_recommit(HAK_SEGMENT_GUARD);
-    hak_os_unmap(seg, HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, true);
+    hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, true);
     return NULL;
   }
   seg->kind = HAK_KIND_SEGMENT;
@@ -92,9 +87,9 @@ static hak_segment *segment_map(void) {
 
 static void segment_unmap(hak_segment *seg) {
   /* the whole segment was counted as committed when mapped, purged slices were uncounted since */
-  hak_os_recommit(((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT) + HAK_SEGMENT_GUARD);
+  hak_os_recommit((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT);
   hak_pagemap_set(seg, NULL);
-  hak_os_unmap(seg, HAK_SEGMENT_SIZE + HAK_SEGMENT_GUARD, true);
+  hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, true);
 }
 
 /* Return the free slices in `slices` to the OS, a system call per contiguous run. */

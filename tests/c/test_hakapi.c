@@ -260,10 +260,6 @@ static void check_stats(void) {
 
 /* ---- slow paths ---------------------------------------------------------------------------------- */
 
-/* A working set spread over three pages of one class, half of it replaced every round: each round's
- * mallocs drain the pages one after the other. A page that runs dry stays in its queue the first time, so
- * the next round's frees into it stay on the fast path; sending it to the full list at once (as before
- * 2026-11-23) cost about one slow free per page per round. */
 /* Programs and libraries of different versions: the library writes exactly the bytes the caller's struct
  * has (whole fields), zeroes what it does not know, and the sizeless symbol of 0.1.0/0.2.0 programs
  * writes the 0.1.0 struct (25 counters) and not a byte more. */
@@ -290,6 +286,10 @@ static void check_stats_sizes(void) {
   CHECK(buf[words + 4] == 0xababababababababull, "wrote past the caller's size");
 }
 
+/* A working set spread over three pages of one class, half of it replaced every round: each round's
+ * mallocs drain the pages one after the other. A page that runs dry stays in its queue the first time, so
+ * the next round's frees into it stay on the fast path; sending it to the full list at once (as before
+ * 2026-11-23) cost about one slow free per page per round. */
 static void check_slow_paths(void) {
   tc_section("slow paths: frees into pages that just ran dry stay on the fast path");
   /* 56-byte requests: 64-byte blocks in both builds (the hardened canary adds 8), 1024 per 64 KiB page,
