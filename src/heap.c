@@ -280,6 +280,7 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls) {
 }
 
 static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_page *head);
+static hak_page *rotate_queue(hak_heap *heap, unsigned cls, hak_page *head);
 
 /* Whether a thread other than the caller has a heap (started and not yet exited). */
 static bool other_threads_live(void) {
@@ -298,6 +299,10 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
   }
   hak_page_queue *q = &heap->pages[cls];
   hak_page *page = q->first, *head = page; /* heap->direct shows `head` */
+  if (page != NULL) {
+    hak_page *next = rotate_queue(heap, cls, page);
+    if (next != NULL) return next;
+  }
   for (;;) {
     hak_page *found = scan_queue(heap, cls, page, head);
     if (found != NULL) return found;
@@ -333,6 +338,26 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
   queue_push_front(q, page);
   set_direct(heap, cls);
   return page;
+}
+
+/* The usual page switch, without the scan below: the head page `head` of class `cls` ran dry (nothing on
+ * its lists, nothing left to carve) and the page after it has blocks on its own list. The head goes to the
+ * queue's back as found exhausted, uncollected (remote frees it may hold wait until the queue comes round
+ * to it), and the next page becomes the head. It takes 99.8 % of `random_mixed`'s switches and skips the
+ * two collections and the scan (p99.9 54 -> 47 ns, docs/notes 2026-11-24). NULL when it does not apply. */
+static hak_page *rotate_queue(hak_heap *heap, unsigned cls, hak_page *head) {
+  hak_page *next = head->next;
+  if (next == NULL || next->free == NULL || head->free != NULL || head->local_free != NULL ||
+      head->capacity != head->reserved || head->found_exhausted || head->is_empty_listed)
+    return NULL;
+  hak_page_queue *q = &heap->pages[cls];
+  queue_remove(q, head);
+  head->found_exhausted = 1;
+  queue_push_back(q, head);
+  unnote_empty(heap, next);
+  next->found_exhausted = 0;
+  set_direct(heap, cls);
+  return next;
 }
 
 /* The first page of class `cls`, from `page` on, that has free blocks (collected or carved), moved to the
