@@ -340,24 +340,41 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
   return page;
 }
 
+/* A page found exhausted for the first time: it goes to the queue's back, marked, for a second look. */
+static void defer_exhausted(hak_heap *heap, hak_page_queue *q, hak_page *page) {
+  queue_remove(q, page);
+  unnote_empty(heap, page);
+  page->found_exhausted = 1;
+  queue_push_back(q, page);
+}
+
+/* `page`, which has free blocks, becomes the head of its class's queue and is shown in the direct table
+ * (unless it is `shown`, the page the table already shows). Returns `page`. */
+static hak_page *use_page(hak_heap *heap, unsigned cls, hak_page *page, hak_page *shown) {
+  hak_page_queue *q = &heap->pages[cls];
+  unnote_empty(heap, page);
+  page->found_exhausted = 0;
+  if (page != q->first) {
+    queue_remove(q, page);
+    queue_push_front(q, page);
+  }
+  if (page != shown) set_direct(heap, cls);
+  return page;
+}
+
 /* The usual page switch, without the scan below: the head page `head` of class `cls` ran dry (nothing on
- * its lists, nothing left to carve) and the page after it has blocks on its own list. The head goes to the
- * queue's back as found exhausted, uncollected (remote frees it may hold wait until the queue comes round
- * to it), and the next page becomes the head. It takes 99.8 % of `random_mixed`'s switches and skips the
- * two collections and the scan (p99.9 54 -> 47 ns, docs/notes 2026-11-24). NULL when it does not apply. */
+ * its lists, nothing left to carve) and the page after it has blocks on its own list. The head is
+ * deferred uncollected (remote frees it may hold wait until the queue comes round to it), and the next
+ * page becomes the head. It takes 99.8 % of `random_mixed`'s switches and skips the two collections and
+ * the scan (p99.9 54 -> 49 ns: docs/results 2026-11-24-latency-1c17e5a and -acfe9a3). NULL when it does
+ * not apply. */
 static hak_page *rotate_queue(hak_heap *heap, unsigned cls, hak_page *head) {
   hak_page *next = head->next;
   if (next == NULL || next->free == NULL || head->free != NULL || head->local_free != NULL ||
       head->capacity != head->reserved || head->found_exhausted || head->is_empty_listed)
     return NULL;
-  hak_page_queue *q = &heap->pages[cls];
-  queue_remove(q, head);
-  head->found_exhausted = 1;
-  queue_push_back(q, head);
-  unnote_empty(heap, next);
-  next->found_exhausted = 0;
-  set_direct(heap, cls);
-  return next;
+  defer_exhausted(heap, &heap->pages[cls], head);
+  return use_page(heap, cls, next, head);
 }
 
 /* The first page of class `cls`, from `page` on, that has free blocks (collected or carved), moved to the
@@ -372,25 +389,15 @@ static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_pa
   while (page != NULL && page != first_deferred) {
     hak_page *next = page->next;
     hak_page_collect(heap, page);
-    if (page->free != NULL || hak_page_extend(page)) {
-      unnote_empty(heap, page);
-      page->found_exhausted = 0;
-      if (page != q->first) {
-        queue_remove(q, page);
-        queue_push_front(q, page);
-      }
-      if (page != head) set_direct(heap, cls);
-      return page;
-    }
-    queue_remove(q, page);
-    unnote_empty(heap, page);
+    if (page->free != NULL || hak_page_extend(page)) return use_page(heap, cls, page, head);
     if (!page->found_exhausted) {
-      page->found_exhausted = 1;
-      queue_push_back(q, page);
+      defer_exhausted(heap, q, page);
       if (first_deferred == NULL) first_deferred = page;
       page = next != NULL ? next : q->first; /* the page just moved is q->last: stop when it comes round */
       continue;
     }
+    queue_remove(q, page);
+    unnote_empty(heap, page);
     page->found_exhausted = 0;
     if (hak_page_set_full_state(page)) {
       hak_page_set_full(page, true);
