@@ -299,6 +299,10 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
 void hak_page_collect(hak_heap *heap, hak_page *page);
 void hak_page_flush_counts(hak_heap *heap, hak_page *page);
 void hak_heap_flush_counts(hak_heap *heap);
+/* Blocks one extension carves (while the page has that much room): 16 KiB worth, at least 4. */
+uint32_t hak_page_extend_count(const hak_page *page);
+/* Carve the next hak_page_extend_count() blocks (fewer at the page's end) onto `free`; false when the
+ * page is fully carved. */
 bool hak_page_extend(hak_page *page);
 void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block);
 uint64_t hak_orphan_remote_frees(void);

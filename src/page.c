@@ -40,12 +40,16 @@ void *hak_report_corrupt_link(const hak_page *page, const hak_block *b) {
 }
 #endif
 
+uint32_t hak_page_extend_count(const hak_page *page) {
+  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / page->block_size);
+  return n < 4 ? 4 : n;
+}
+
 bool hak_page_extend(hak_page *page) {
   uint32_t left = page->reserved - page->capacity;
   if (left == 0) return false;
   size_t bs = page->block_size;
-  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / bs);
-  if (n < 4) n = 4;
+  uint32_t n = hak_page_extend_count(page);
   if (n > left) n = left;
   uint8_t *first = page->start + (size_t)page->capacity * bs;
   /* One pass: each block gets its link and, in hardened builds, its canary and freed tag (carved blocks
