@@ -70,7 +70,7 @@ void hak_collect(bool force);
 
 /** Size tiers, as counted in struct hak_stats. */
 enum hak_tier {
-  HAK_TIER_SMALL = 0,  /**< 1 .. 1024 bytes: per-thread pages of 64 KiB */
+  HAK_TIER_SMALL = 0,  /**< 1 .. 1024 bytes: per-thread pages of 64 KiB (256 KiB above 512 bytes) */
   HAK_TIER_MEDIUM = 1, /**< 1 KiB .. 512 KiB: per-thread runs of 64 KiB slices */
   HAK_TIER_LARGE = 2,  /**< above 512 KiB: dedicated mappings, cached after free */
   HAK_TIER_COUNT = 3
