@@ -280,7 +280,7 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls) {
 }
 
 static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_page *head);
-static hak_page *rotate_queue(hak_heap *heap, unsigned cls, hak_page *head);
+static inline hak_page *rotate_queue(hak_heap *heap, unsigned cls);
 
 /* Whether a thread other than the caller has a heap (started and not yet exited). */
 static bool other_threads_live(void) {
@@ -288,9 +288,22 @@ static bool other_threads_live(void) {
              atomic_load_explicit(&heaps.exited, memory_order_relaxed) > 1;
 }
 
-static hak_page *find_page(hak_heap *heap, unsigned cls) {
+/* Count one slow allocation (the maintenance clock and the statistics). */
+static void count_slow_alloc(hak_heap *heap) {
   heap->slow_events++;
   HAK_COUNT_N(heap->counters.slow_allocs, 1);
+}
+
+/* Whether a slow allocation of class `cls` has work due before its page switch: maintenance, or full
+ * pages of the class that received remote frees. */
+static bool slow_work_due(hak_heap *heap, unsigned cls) {
+  return (int32_t)(heap->slow_events - heap->next_maintenance) >= 0 ||
+         (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & ((uint64_t)1 << cls)) != 0;
+}
+
+/* A page of class `cls` with free blocks, moved to the front of its queue; NULL when out of memory. The
+ * caller counted the slow allocation. */
+static hak_page *find_page(hak_heap *heap, unsigned cls) {
   if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
   uint64_t bit = (uint64_t)1 << cls;
   if (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & bit) {
@@ -300,7 +313,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
   hak_page_queue *q = &heap->pages[cls];
   hak_page *page = q->first, *head = page; /* heap->direct shows `head` */
   if (page != NULL) {
-    hak_page *next = rotate_queue(heap, cls, page);
+    hak_page *next = rotate_queue(heap, cls);
     if (next != NULL) return next;
   }
   for (;;) {
@@ -362,26 +375,47 @@ static hak_page *use_page(hak_heap *heap, unsigned cls, hak_page *page, hak_page
   return page;
 }
 
-/* The usual page switch, without the scan below: the head page `head` of class `cls` ran dry (nothing on
- * its lists) and the page after it has blocks on its own list. The head is deferred uncollected (remote
- * frees it may hold wait until the queue comes round to it), and the next page becomes the head. It takes
- * almost all of `random_mixed`'s switches and skips the two collections and the scan (p99.9 54 -> 49 ns:
- * docs/results 2026-11-24-latency-1c17e5a and -acfe9a3). A head with blocks left to carve is deferred
- * too when the next page holds at least as many free blocks as one extension would carve, so freed
- * blocks are used before new ones are carved (peak RSS, lab A/B 2026-11-24: mid_large_mt 7.7 -> 6.7 MiB)
- * without switching every few allocations between pages that hold only a few (a 300-block working set
- * of 500 B: 243 K switches in 20 M operations with the threshold, 921 K without). Its found_exhausted
- * mark does not send it to the full list, since a scan carves from a page before it looks at the mark.
- * NULL when it does not apply. */
-static hak_page *rotate_queue(hak_heap *heap, unsigned cls, hak_page *head) {
-  hak_page *next = head->next;
+/* The usual page switch, without the scan below: the head page of class `cls` ran dry (nothing on its
+ * lists) and the page after it has blocks on its own list. The head goes to the queue's back uncollected
+ * (remote frees it may hold wait until the queue comes round to it), marked found exhausted, and the next
+ * page becomes the head. It takes almost all of `random_mixed`'s switches and skips the two collections
+ * and the scan (p99.9 54 -> 49 ns: docs/results 2026-11-24-latency-1c17e5a and -acfe9a3).
+ *
+ * A head with blocks left to carve is deferred too when the next page holds at least as many free blocks
+ * as one extension would carve, so freed blocks are used before new ones are carved (peak RSS, lab A/B
+ * 2026-11-24: mid_large_mt 7.7 -> 6.7 MiB) without switching every few allocations between pages that
+ * hold only a few (a 300-block working set of 500 B: 243 K switches in 20 M operations with the
+ * threshold, 921 K without). Its found_exhausted mark does not send it to the full list, since a scan
+ * carves from a page before it looks at the mark.
+ *
+ * The queue moves are written out for the one shape this case has (a head, a next page, a last page, no
+ * page on the empty list but perhaps the next one) instead of going through queue_remove,
+ * queue_push_back and use_page: with those calls the switch showed as a bump at 39-60 ns in
+ * random_mixed's latency histogram and its p99.9 was 48-49 ns; written out, 23-45 ns and 38-39 ns
+ * (docs/notes/2026-11-24-performance-log.md). NULL when it does not apply. */
+static inline hak_page *rotate_queue(hak_heap *heap, unsigned cls) {
+  hak_page_queue *q = &heap->pages[cls];
+  hak_page *head = q->first;
+  hak_page *next = head != NULL ? head->next : NULL;
   if (next == NULL || next->free == NULL || head->free != NULL || head->local_free != NULL ||
       head->found_exhausted || head->is_empty_listed)
     return NULL;
   if (head->capacity != head->reserved && next->capacity - next->used < hak_page_extend_count(head))
     return NULL; /* used counts remote frees not yet collected: the difference is a lower bound */
-  defer_exhausted(heap, &heap->pages[cls], head);
-  return use_page(heap, cls, next, head);
+  q->first = next;
+  next->prev = NULL;
+  hak_page_set_head(next, true);
+  hak_page *last = q->last; /* next itself in a queue of two */
+  head->next = NULL;
+  head->prev = last;
+  last->next = head;
+  q->last = head;
+  hak_page_set_head(head, false);
+  head->found_exhausted = 1;
+  unnote_empty(heap, next);
+  next->found_exhausted = 0;
+  set_direct(heap, cls);
+  return next;
 }
 
 /* The first page of class `cls`, from `page` on, that has free blocks (collected or carved), moved to the
@@ -424,7 +458,11 @@ static void *late_alloc(unsigned cls) {
   void *p = NULL;
   pthread_mutex_lock(&late.lock);
   if (late.heap == NULL) late.heap = heap_acquire();
-  hak_page *page = late.heap != NULL ? find_page(late.heap, cls) : NULL;
+  hak_page *page = NULL;
+  if (late.heap != NULL) {
+    count_slow_alloc(late.heap);
+    page = find_page(late.heap, cls);
+  }
   if (page != NULL) p = hak_page_pop(late.heap, page);
   pthread_mutex_unlock(&late.lock);
   if (p == NULL) errno = ENOMEM;
@@ -440,7 +478,9 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
       return NULL;
     }
   }
-  hak_page *page = find_page(heap, cls);
+  count_slow_alloc(heap);
+  hak_page *page = slow_work_due(heap, cls) ? NULL : rotate_queue(heap, cls); /* the usual case, no call */
+  if (page == NULL) page = find_page(heap, cls);
   if (page == NULL) {
     errno = ENOMEM;
     return NULL;

@@ -299,8 +299,15 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
 void hak_page_collect(hak_heap *heap, hak_page *page);
 void hak_page_flush_counts(hak_heap *heap, hak_page *page);
 void hak_heap_flush_counts(hak_heap *heap);
-/* Blocks one extension carves (while the page has that much room): 16 KiB worth, at least 4. */
-uint32_t hak_page_extend_count(const hak_page *page);
+/* How many bytes of fresh blocks one extension carves (more means fewer slow paths, but touches
+ * memory earlier). */
+#define HAK_EXTEND_BYTES ((size_t)16 << 10)
+
+/* Blocks one extension carves (while the page has that much room): HAK_EXTEND_BYTES worth, at least 4. */
+static inline uint32_t hak_page_extend_count(const hak_page *page) {
+  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / page->block_size);
+  return n < 4 ? 4 : n;
+}
 /* Carve the next hak_page_extend_count() blocks (fewer at the page's end) onto `free`; false when the
  * page is fully carved. */
 bool hak_page_extend(hak_page *page);

@@ -2,10 +2,6 @@
  * lock-free remote push, and the full/notified state machine kept in the low bits of page->remote. */
 #include "alloc.h"
 
-/* How many bytes of fresh blocks one extension carves (more means fewer slow paths, but touches
- * memory earlier). */
-#define HAK_EXTEND_BYTES ((size_t)16 << 10)
-
 void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key,
                    uintptr_t canary_key) {
   size_t bs = hak_class_size(cls);
@@ -39,11 +35,6 @@ void *hak_report_corrupt_link(const hak_page *page, const hak_block *b) {
   hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
 }
 #endif
-
-uint32_t hak_page_extend_count(const hak_page *page) {
-  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / page->block_size);
-  return n < 4 ? 4 : n;
-}
 
 bool hak_page_extend(hak_page *page) {
   uint32_t left = page->reserved - page->capacity;
