@@ -120,7 +120,7 @@ static void queue_push_back(hak_page_queue *q, hak_page *page) {
 /* Point the direct-table entries of a class at the first page of its queue. Always DIRECT_SPAN_MAX
  * stores, the class's last entry written again for classes with fewer: a loop over the class's own span
  * ends after 1 to 8 rounds, and its exit branch, mispredicted at most page switches of a program that
- * mixes sizes, was a quarter of the switch's cost (random_mixed p99.9 38-39 -> 32-33 ns,
+ * mixes sizes, was a fifth of the switch's cost (random_mixed p99.9 38-39 -> 31-33 ns,
  * docs/notes/2026-11-24-performance-log.md). */
 static void set_direct(hak_heap *heap, unsigned cls) {
   if (cls > HAK_DIRECT_CLASS_MAX) return;
