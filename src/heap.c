@@ -237,6 +237,11 @@ static void retire_empty_pages(hak_heap *heap, uint32_t age, bool all) {
   }
 }
 
+/* Whether enough slow-path events passed since the last maintenance for the next one to run. */
+static bool maintenance_due(const hak_heap *heap) {
+  return (int32_t)(heap->slow_events - heap->next_maintenance) >= 0;
+}
+
 static void heap_maintain(hak_heap *heap, bool force) {
   long interval = hak_opts.value[HAK_OPT_DRAIN_INTERVAL];
   if (interval == 0) {
@@ -305,19 +310,18 @@ static void count_slow_alloc(hak_heap *heap) {
   HAK_COUNT_N(heap->counters.slow_allocs, 1);
 }
 
-/* Whether a slow allocation of class `cls` has work due before its page switch: maintenance, or full
- * pages of the class that received remote frees. */
-static bool slow_work_due(hak_heap *heap, unsigned cls) {
-  return (int32_t)(heap->slow_events - heap->next_maintenance) >= 0 ||
-         (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & ((uint64_t)1 << cls)) != 0;
+/* Whether full pages of class `cls` received remote frees since the owner last looked (heap_maintain
+ * and find_page clear the bit when they rescue them). */
+static bool class_notified(hak_heap *heap, unsigned cls) {
+  return (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & ((uint64_t)1 << cls)) != 0;
 }
 
 /* A page of class `cls` with free blocks, moved to the front of its queue; NULL when out of memory. The
  * caller counted the slow allocation. */
 static hak_page *find_page(hak_heap *heap, unsigned cls) {
-  if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
+  if (maintenance_due(heap)) heap_maintain(heap, false);
   uint64_t bit = (uint64_t)1 << cls;
-  if (atomic_load_explicit(&heap->full_notified, memory_order_relaxed) & bit) {
+  if (class_notified(heap, cls)) {
     atomic_fetch_and_explicit(&heap->full_notified, ~bit, memory_order_acq_rel);
     rescue_full_pages(heap, cls);
   }
@@ -490,7 +494,8 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
     }
   }
   count_slow_alloc(heap);
-  hak_page *page = slow_work_due(heap, cls) ? NULL : rotate_queue(heap, cls); /* the usual case, no call */
+  /* the usual case, without a call: a page switch with neither maintenance nor a rescue due first */
+  hak_page *page = maintenance_due(heap) || class_notified(heap, cls) ? NULL : rotate_queue(heap, cls);
   if (page == NULL) page = find_page(heap, cls);
   if (page == NULL) {
     errno = ENOMEM;
@@ -502,7 +507,7 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
 hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
   hak_page_collect(heap, page);
   heap->slow_events++;
-  if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
+  if (maintenance_due(heap)) heap_maintain(heap, false);
   return block;
 }
 
@@ -527,7 +532,7 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->used == 0 && !page->is_head) {
     note_empty(heap, page);
     heap->slow_events++;
-    if ((int32_t)(heap->slow_events - heap->next_maintenance) >= 0) heap_maintain(heap, false);
+    if (maintenance_due(heap)) heap_maintain(heap, false);
   }
 }
 

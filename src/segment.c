@@ -38,8 +38,9 @@ static int find_run(uint64_t free_slices, unsigned n) {
  * blocks instead of 64-102): a class's free blocks are spread over fewer pages, so its head page runs dry
  * less often (random_mixed 20M: 172 K slow allocations -> 54 K, with the rotation of heap.c; lab A/B
  * 2026-11-24, 15 rounds: random_mixed 0.979, larson 0.951, churn 0.947; two slices gained less, eight
- * raised churn's peak RSS by a quarter, and two slices for 320-512 bytes raised prodcons' by 5 %). Larger classes take a run of slices
- * holding about 32 blocks, at most 32 slices (2 MiB). */
+ * raised churn's peak RSS by a quarter, and two slices for 320-512 bytes raised prodcons' by 5 %:
+ * docs/notes/2026-11-24-performance-log.md). Larger classes take a run of slices holding about 32
+ * blocks, at most 32 slices (2 MiB). */
 static unsigned slices_for_class(unsigned cls) {
   size_t bs = hak_class_size(cls);
   if (bs <= 512) return 1;
