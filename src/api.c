@@ -122,6 +122,10 @@ HAK_API int hak_posix_memalign(void **out, size_t alignment, size_t size) {
 }
 
 HAK_API void *hak_memalign(size_t alignment, size_t size) {
+  if (alignment > SIZE_MAX / 2 + 1) { /* glibc: no power of two can satisfy it */
+    errno = EINVAL;
+    return NULL;
+  }
   if (alignment > ((size_t)1 << 62)) { /* glibc: cannot be satisfied */
     errno = ENOMEM;
     return NULL;

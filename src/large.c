@@ -153,6 +153,13 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
   }
   size_t off = (size_t)(h->user - (uint8_t *)h); /* growing: the block lies inside the old mapping */
   void *target = hak_os_map(need, map_align_for(off), hak_opts.value[HAK_OPT_HUGE_PAGES] != 0);
+  /* the block's new entry is written now, while failing can still leave h as it was: a pagemap leaf
+   * that cannot be mapped after the move would leave a block no entry leads to */
+  uint8_t *new_user = target != NULL ? (uint8_t *)target + off : NULL;
+  if (target != NULL && !hak_pagemap_set(new_user, (uint8_t *)target + HAK_PAGEMAP_LARGE_TAG)) {
+    hak_os_unmap(target, need, true);
+    target = NULL;
+  }
   if (target == NULL) {
     set_released_tail(h, old_tail);
     return NULL;
@@ -163,6 +170,7 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
   hak_pagemap_set(old_user, NULL);
   hak_large *moved = hak_os_remap(h, old_size, need, target);
   if (moved == NULL) {
+    hak_pagemap_set(new_user, NULL);
     hak_pagemap_set(old_user, (uint8_t *)h + HAK_PAGEMAP_LARGE_TAG);
     hak_os_unmap(target, need, true);
     set_released_tail(h, old_tail);

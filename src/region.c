@@ -96,7 +96,19 @@ static struct tcache *reg_head, *tc_free;
 
 static pthread_mutex_t meta_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct area *area_free;
-static _Atomic uint32_t gen_seed;
+/* Generations handed out by allocations: one process-wide counter, so a (slot, generation) pair names
+ * a single allocation until the counter wraps after 2^32 region allocations, even across areas unmapped
+ * and mapped again at the same address (per-slot counters from a per-area seed overlapped the next
+ * area's after 65,536 reuses of one slot, and a stale handle could then free a live region). 0 is never
+ * handed out. */
+static _Atomic uint32_t gen_counter;
+
+static uint32_t next_generation(void) {
+  uint32_t gen;
+  do gen = atomic_fetch_add_explicit(&gen_counter, 1, memory_order_relaxed) + 1u;
+  while (gen == 0);
+  return gen;
+}
 
 static _Atomic(uintptr_t) map_top[(size_t)1 << MAP_TOP_BITS];
 
@@ -622,14 +634,13 @@ static struct slot *refill(uint32_t c) {
   a->cls = c;
   a->nregions = (uint32_t)n;
   a->pool_clean = 0;
-  uint32_t seed = atomic_fetch_add_explicit(&gen_seed, 0x10000u, memory_order_relaxed);
   for (uint32_t i = 0; i < n; i++) {
     struct slot *s = &a->slots[i];
     s->prev = s->next = NULL;
     s->area = a;
     s->index = i;
     s->purged = false;
-    atomic_store_explicit(&s->word, pack(seed, ST_CLEAN), memory_order_relaxed);
+    atomic_store_explicit(&s->word, pack(0, ST_CLEAN), memory_order_relaxed);
   }
   for (uint32_t i = 0; i < n; i++) {
     if (map_set((uintptr_t)(base + (size_t)i * cb), a)) continue;
@@ -690,7 +701,7 @@ API int hak_region_alloc(size_t bytes, struct hak_region *out) {
     s->purged = false;
     hak_os_recommit(class_bytes(c));
   }
-  uint32_t gen = word_gen(w) + 1;
+  uint32_t gen = next_generation();
   atomic_store_explicit(&s->word, pack(gen, ST_LIVE), memory_order_release);
   count_event(tc, tc ? &tc->cnt[c].allocations : NULL, &classes[c].allocations);
   out->ptr = slot_ptr(s);

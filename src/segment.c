@@ -113,7 +113,14 @@ static void purge_slices(hak_segment *seg, uint64_t slices) {
 
 void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t dirty = seg->dirty_slices & seg->free_slices;
-  if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
+  if (dirty == 0) {
+    /* the dirty slices were taken again before their delay ran out: the deadline is stale, and left
+     * set it would purge the next freed slice too early (hak_segment_page_free sets a deadline only
+     * when none is pending) and keep the heap's maintenance at its fastest rate (heap_maintain) */
+    seg->purge_due_ms = 0;
+    return;
+  }
+  if (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms)) return;
   purge_slices(seg, dirty);
   seg->dirty_slices = 0;
   seg->purge_due_ms = 0;

@@ -12,7 +12,7 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "build" / "tests" / "test_region"
 PARTS = ["classes", "bad input", "configure", "stats", "stealing", "thread exit", "growth dampener", "huge pages",
-         "eager return", "background release", "release errors", "threads", "ENOMEM", "fork"]
+         "eager return", "background release", "release errors", "threads", "ENOMEM", "fork", "generations"]
 
 
 @pytest.fixture(scope="module")

@@ -248,7 +248,20 @@ static void check_overflow(const struct api *a) {
     EXPECT_NOMEM(a, a->aligned_alloc(64, max), "aligned_alloc(64, SIZE_MAX)");
     EXPECT_NOMEM(a, a->aligned_alloc(4096, huge), "aligned_alloc(4096, 1 << 62)");
   }
-  if (a->memalign) EXPECT_NOMEM(a, a->memalign(64, max), "memalign(64, SIZE_MAX)");
+  if (a->memalign) {
+    EXPECT_NOMEM(a, a->memalign(64, max), "memalign(64, SIZE_MAX)");
+    /* glibc: an alignment above SIZE_MAX / 2 + 1 rounds up to no power of two (EINVAL); up to it, ENOMEM */
+    static const size_t too_big[] = {SIZE_MAX / 2 + 2, SIZE_MAX - 15, SIZE_MAX};
+    for (size_t i = 0; i < sizeof too_big / sizeof too_big[0]; i++) {
+      errno = 0;
+      void *p = a->memalign(hide(too_big[i]), hide(64));
+      int e = errno;
+      CHECK(p == NULL && e == EINVAL, "[%s] memalign(%zu, 64) = %p with errno %d, expected NULL with EINVAL (%d)",
+            a->name, too_big[i], p, e, EINVAL);
+      if (p) a->free(p);
+    }
+    EXPECT_NOMEM(a, a->memalign(hide(((size_t)1 << 62) + 1), hide(64)), "memalign(2^62 + 1, 64)");
+  }
   if (a->valloc) EXPECT_NOMEM(a, a->valloc(max), "valloc(SIZE_MAX)");
   if (a->pvalloc) {
     EXPECT_NOMEM(a, a->pvalloc(max), "pvalloc(SIZE_MAX)");

@@ -17,9 +17,12 @@
  *           purged once the purge delay has passed;
  *   reuse:  a freed large block serves the next request of its size and goes back on hak_collect(true);
  *   hint:   a thread that freed every block of an abandoned segment adopts that segment first, not the
- *           most recently abandoned one.
+ *           most recently abandoned one;
+ *   deadline: pages freed, their slices taken again by new pages before the purge delay ran out, then
+ *           freed again after it: the second free gets a full delay of its own (a deadline left over
+ *           from the first once purged it at the next maintenance pass).
  * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint */
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -458,6 +461,57 @@ static int check_idle(void) {
   return 0;
 }
 
+/* ---- deadline: a purge deadline does not outlive the slices it was set for ------------------------ */
+
+#define DEADLINE_BLOCKS 1536 /* 256-byte blocks: six or more one-slice pages of their class */
+static void *deadline_block[DEADLINE_BLOCKS];
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* Fill the class's pages, or free them all. With HAKMEM_DRAIN_INTERVAL=1 a maintenance pass runs each
+ * time a page becomes empty, and it hands back the pages emptied before (their slices stay dirty until
+ * the purge delay has passed). */
+static int deadline_round(bool fill) {
+  for (int i = 0; i < DEADLINE_BLOCKS; i++) {
+    if (fill) {
+      deadline_block[i] = malloc(256);
+      if (deadline_block[i] == NULL) return fprintf(stderr, "FAIL deadline: malloc(256) failed\n"), 1;
+      memset(deadline_block[i], 7, 256);
+    } else {
+      free(deadline_block[i]);
+    }
+  }
+  return 0;
+}
+
+static int check_deadline(void) {
+  /* run with HAKMEM_PURGE_DELAY_MS=1000 and HAKMEM_DRAIN_INTERVAL=1 (test_reclaim.py) */
+  if (deadline_round(true) || deadline_round(false)) return 1; /* pages freed: a purge is due in 1 s */
+  if (deadline_round(true)) return 1;                          /* their slices taken again at once */
+  sleep_ms(1200);
+  collect(false); /* the old deadline has passed, with nothing left to purge */
+  uint64_t before = snap().madvise_calls;
+  if (deadline_round(false)) return 1; /* freed again: the next purge is due 1 s from now */
+  uint64_t at_free = snap().madvise_calls;
+  sleep_ms(1200);
+  collect(false);
+  uint64_t after = snap().madvise_calls;
+  printf("deadline: madvise calls %llu before the second free, %llu right after it, %llu once its delay passed\n",
+         (unsigned long long)before, (unsigned long long)at_free, (unsigned long long)after);
+  if (at_free != before) {
+    fprintf(stderr, "FAIL deadline: freed pages were purged at once, not after the purge delay\n");
+    return 1;
+  }
+  if (after == at_free) {
+    fprintf(stderr, "FAIL deadline: the freed pages were not purged after the delay either (test proves nothing)\n");
+    return 1;
+  }
+  return 0;
+}
+
 int main(int argc, char **argv) {
   stats_get = (int (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -474,6 +528,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
   if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
   if (argc == 2 && strcmp(argv[1], "hint") == 0) return check_hint();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint\n");
+  if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline\n");
   return 2;
 }

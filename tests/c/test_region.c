@@ -642,6 +642,43 @@ static void test_fork(void) {
   printf("ok fork: the child reuses orphaned caches and restarts the background thread\n");
 }
 
+/* ---- generations name one allocation ----------------------------------------------------------------- */
+
+#define REUSES 65600 /* more than the 65,536 generations an area once had to itself */
+static uint32_t reuse_gen[REUSES + 1];
+
+static int cmp_u32(const void *a, const void *b) {
+  uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
+  return (x > y) - (x < y);
+}
+
+/* A handle's generation is what makes a stale copy fail: no two allocations may share one, even when a
+ * slot is reused tens of thousands of times and another area is created after (an area mapped later at
+ * the same address would otherwise accept a stale handle for a live region). Classes 9 (1 GiB) and 14
+ * (32 GiB) are used by no other part, so both areas are created here, one after the other. */
+static void test_generations(void) {
+  struct hak_region r = must_alloc((size_t)1 << 30);
+  CHECK(r.size_class == 9, "1 GiB: class %u", r.size_class);
+  reuse_gen[0] = r.generation;
+  for (int i = 1; i <= REUSES; i++) {
+    void *ptr = r.ptr;
+    must_free(&r);
+    r = must_alloc((size_t)1 << 30);
+    CHECK(r.ptr == ptr, "reuse %d: the thread cache did not hand back the freed region", i);
+    reuse_gen[i] = r.generation;
+  }
+  struct hak_region other = must_alloc((size_t)32 << 30);
+  CHECK(other.size_class == 14, "32 GiB: class %u", other.size_class);
+  for (int i = 0; i <= REUSES; i++)
+    CHECK(reuse_gen[i] != other.generation, "a new area's region got generation %u, which reuse %d of another had",
+          other.generation, i);
+  qsort(reuse_gen, REUSES + 1, sizeof reuse_gen[0], cmp_u32);
+  for (int i = 1; i <= REUSES; i++) CHECK(reuse_gen[i] != reuse_gen[i - 1], "generation %u handed out twice", reuse_gen[i]);
+  must_free(&other);
+  must_free(&r);
+  printf("ok generations: %d reuses of one region and a new area, every generation distinct\n", REUSES);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IONBF, 0);
   if (hak_region_alloc == NULL) {
@@ -663,6 +700,7 @@ int main(void) {
   test_threads();
   test_enomem();
   test_fork();
+  test_generations();
   printf("all region tests passed\n");
   return 0;
 }
