@@ -66,6 +66,9 @@ def run_ab(args: argparse.Namespace) -> int:
     if "," in (args.allocs or ""):
         raise SystemExit("hakmem-lab: ab runs one allocator (--allocs NAME)")
     s = Session("ab", args, [w])
+    if len(s.allocators) != 1:  # an --alloc not named by --allocs would be listed in the report but never run
+        raise SystemExit(f"hakmem-lab: ab runs one allocator, got {', '.join(a.name for a in s.allocators)}: "
+                         "name the one to measure with --allocs (an --alloc NAME=PATH too)")
     runs: dict[tuple[int | None, str], list[Run]] = {}
     sysc: dict[tuple[int | None, str], SyscallCount | str] = {}
     strace = not args.no_strace

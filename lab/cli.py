@@ -11,6 +11,7 @@ import sys
 from lab import __version__, ab, compare, latency, paging, scaling, soak
 from lab import workloads as wl
 from lab.allocators import AllocatorError, discover
+from lab.runner import inherited_tuning
 from lab.session import find_root
 
 
@@ -52,6 +53,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    dropped = inherited_tuning()
+    if dropped and args.command != "list":
+        print(f"hakmem-lab: not passing {', '.join(dropped)} from your environment to the runs: each allocator "
+              "runs with its defaults (ab --env varies one hakmem option)", file=sys.stderr)
     return int(args.func(args) or 0)
 
 

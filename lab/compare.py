@@ -106,8 +106,9 @@ def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[di
             row.update({k: lat.value(k) for k in LAT_KEYS})
         rows.append(row)
     ok = [r for r in rows if not r["failed"]]
-    if ok:
-        best = (max if w.higher_is_better else min)(r["metric"] for r in ok)
+    positive = [r for r in ok if r["metric"] > 0]  # a run that did no operation reports 0: no ratio, no best
+    if positive:
+        best = (max if w.higher_is_better else min)(r["metric"] for r in positive)
         for r in ok:
             r["ratio"] = stats.ratio_to_best(r["metric"], best, w.higher_is_better) if r["metric"] > 0 else None
     ok.sort(key=lambda r: r.get("ratio") or float("inf"))
@@ -162,13 +163,21 @@ def paired_table(prs: list[dict], markdown: bool = True) -> str:
 
 
 def geomeans(tables: dict[str, list[dict]]) -> list[dict]:
+    """Each allocator's geomean ratio to the best. Only allocators with a ratio on every workload that has
+    one are ranked: a geomean that leaves out a failed workload (often its worst) is shown, marked
+    incomplete, below them."""
     per: dict[str, list[float]] = {}
+    total = 0
     for rows in tables.values():
+        counted = False
         for r in rows:
             if r.get("ratio"):
                 per.setdefault(r["allocator"], []).append(r["ratio"])
-    out = [{"allocator": a, "geomean": stats.geomean(v), "workloads": len(v)} for a, v in per.items()]
-    return sorted(out, key=lambda r: r["geomean"])
+                counted = True
+        total += counted
+    out = [{"allocator": a, "geomean": stats.geomean(v), "workloads": len(v), "of": total,
+            "complete": len(v) == total} for a, v in per.items()]
+    return sorted(out, key=lambda r: (not r["complete"], r["geomean"]))
 
 
 def floor_rows(tables: dict[str, list[dict]]) -> tuple[float | None, list[dict]]:
@@ -209,7 +218,9 @@ def workload_table(w: wl.Workload, rows: list[dict], markdown: bool = True) -> s
 
 def geomean_table(g: list[dict], markdown: bool = True) -> str:
     headers = ["Rank", "Allocator", "geomean ratio to best", "workloads"]
-    body = [[i + 1, r["allocator"], f"{r['geomean']:.3f}", r["workloads"]] for i, r in enumerate(g)]
+    body = [[i + 1 if r.get("complete", True) else "-", r["allocator"], f"{r['geomean']:.3f}",
+             r["workloads"] if r.get("complete", True) else f"{r['workloads']} of {r['of']} (incomplete)"]
+            for i, r in enumerate(g)]
     return report.table(headers, body) if markdown else report.text_table(headers, body)
 
 

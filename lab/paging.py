@@ -60,15 +60,22 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
 # ---- preconditions ------------------------------------------------------------------------------------
 
 def cgroup_flavour() -> str | None:
-    """'v1' when the v1 memory controller is mounted, 'v2' when the unified hierarchy has memory, else None."""
+    """'v1' when the v1 memory controller is mounted, 'v2' when the unified hierarchy gives its child
+    cgroups the memory controller (listed in the root's cgroup.subtree_control, not only available in its
+    cgroup.controllers: a child would then have no memory.max), else None."""
     if (V1_ROOT / "memory.limit_in_bytes").exists() or (V1_ROOT / "memory.usage_in_bytes").exists():
         return "v1"
     try:
-        if "memory" in (V2_ROOT / "cgroup.controllers").read_text().split():
+        if "memory" in (V2_ROOT / "cgroup.subtree_control").read_text().split():
             return "v2"
     except OSError:
         pass
     return None
+
+
+def paging_limit_mib(total_mib: int, ratio: int) -> int:
+    """The RAM limit of the paging run: the working set / ratio, at least 8 MiB."""
+    return max(8, total_mib // ratio)
 
 
 def missing_requirements() -> list[str]:
@@ -78,7 +85,8 @@ def missing_requirements() -> list[str]:
         missing.append("root privileges (swapon and cgroup limits need root)")
     if cgroup_flavour() is None:
         missing.append("a memory cgroup controller (neither /sys/fs/cgroup/memory (v1) nor memory in "
-                       "/sys/fs/cgroup/cgroup.controllers (v2))")
+                       "/sys/fs/cgroup/cgroup.subtree_control (v2; as root: "
+                       "echo +memory > /sys/fs/cgroup/cgroup.subtree_control))")
     if not Path("/proc/swaps").exists():
         missing.append("swap support in the kernel (/proc/swaps is absent)")
     for tool in ("mkswap", "swapon", "swapoff"):
@@ -309,7 +317,7 @@ def write_report(out_dir: Path, args: argparse.Namespace, res: Resources | None,
               ("cgroup", f"{res.flavour}: {res.cgroup}" if res else ""),
               ("swap", f"file {args.swap_file}, {res.swap_mib if res else ''} MiB")]
     sections = [report.machine_section(m), "## Setup\n\n" + report.table(("what", "value"), params, right=()),
-                sweep_section(sweep), paging_section(paging, args.total_mib // args.paging_ratio if args.paging_ratio else None)]
+                sweep_section(sweep), paging_section(paging, paging_limit_mib(args.total_mib, args.paging_ratio) if args.paging_ratio else None)]
     sections += [f"![{i}]({i})" for i in images]
     notes = ["The CCDF is P(latency > x) of single one-byte reads; resident pages take nanoseconds, pages "
              "read back from swap take microseconds to milliseconds.",
@@ -365,7 +373,7 @@ def run_paging(args: argparse.Namespace) -> int:
                                             str(args.ahead), "--batch", str(args.batch), *common], args.timeout)
             sweep.append({"ratio": r, "limit_mib": limit_mib, "result": result})
         if args.paging_ratio:
-            limit_mib = max(8, args.total_mib // args.paging_ratio)
+            limit_mib = paging_limit_mib(args.total_mib, args.paging_ratio)
             print(f"paging run: RAM limit {limit_mib} MiB, {3 * limit_mib} MiB allocated", flush=True)
             res.set_limit(limit_mib << 20)
             paging = run_bench(res, bench, ["--paging", *common], args.timeout)

@@ -15,12 +15,17 @@ def fmt_num(v: float | None, digits: int = 3) -> str:
     if v is None or (isinstance(v, float) and math.isnan(v)):
         return ""
     a = abs(v)
+
+    def sig(x: float) -> str:  # `digits` significant digits, but never exponent form (999.7 -> "1,000")
+        text = f"{x:.{digits}g}"
+        return f"{x:,.0f}" if "e" in text else text
+
     for div, suffix, at in ((1e9, "G", 1e9), (1e6, "M", 1e6), (1e3, "k", 1e4)):
         if a >= at:
-            return f"{v / div:.{digits}g}{suffix}" if a / div < 10 ** digits else f"{v / div:,.0f}{suffix}"
+            return f"{sig(v / div)}{suffix}" if a / div < 10 ** digits else f"{v / div:,.0f}{suffix}"
     if a >= 10 ** digits:
         return f"{v:,.0f}"
-    return f"{v:.{digits}g}"
+    return sig(v)
 
 
 def fmt_int(v: float | None) -> str:

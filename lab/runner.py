@@ -89,10 +89,25 @@ class Run:
         return asdict(self)
 
 
+# Variables that change which allocator runs or how it behaves: each run gets only those the lab sets
+# itself (the allocator's LD_PRELOAD, an A/B's variable), so a report describes what ran.
+TUNING_PREFIXES = ("HAKMEM_", "MALLOC_", "MIMALLOC_", "TCMALLOC_", "JEMALLOC_", "JE_MALLOC_")
+TUNING_NAMES = ("LD_PRELOAD", "LD_LIBRARY_PATH", "LD_AUDIT", "GLIBC_TUNABLES")
+
+
+def is_tuning(name: str) -> bool:
+    """Whether an environment variable preloads or tunes an allocator (glibc's MALLOC_* included)."""
+    return name in TUNING_NAMES or name.startswith(TUNING_PREFIXES)
+
+
+def inherited_tuning(environ: dict[str, str] | None = None) -> list[str]:
+    """The allocator variables set in the caller's environment, which every run leaves out."""
+    return sorted(k for k in (os.environ if environ is None else environ) if is_tuning(k))
+
+
 def clean_environ(unset: tuple[str, ...] = ()) -> dict[str, str]:
     """The parent's environment without any preload or allocator tuning inherited from the caller."""
-    env = {k: v for k, v in os.environ.items() if k not in ("LD_PRELOAD", "LD_LIBRARY_PATH") and k not in unset}
-    return env
+    return {k: v for k, v in os.environ.items() if not is_tuning(k) and k not in unset}
 
 
 def _read_vmrss(pid: int) -> int | None:

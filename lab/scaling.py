@@ -49,6 +49,12 @@ def parse_counts(text: str | None) -> list[int]:
     return counts
 
 
+def counts_for(w: wl.Workload, counts: list[int]) -> list[int]:
+    """The thread counts a workload is run at: none below the threads it always starts (prodcons runs one
+    producer and one consumer at -t 1 as at -t 2, so a "1 thread" column would be a 2-thread run)."""
+    return [n for n in counts if n >= w.min_threads]
+
+
 def summarize(runs: dict[tuple[str, str, int], list[Run]]) -> dict[tuple[str, str, int], dict]:
     """Median ops/s, seconds and ops per (workload, allocator, threads)."""
     out = {}
@@ -84,10 +90,10 @@ def run_scaling(args: argparse.Namespace) -> int:
     counts = parse_counts(args.threads)
     s = Session("scaling", args, works)
     runs: dict[tuple[str, str, int], list[Run]] = {}
-    s.start_progress(len(works) * len(counts) * args.reps * len(s.allocators))
+    s.start_progress(sum(len(counts_for(w, counts)) for w in works) * args.reps * len(s.allocators))
     with s.measuring():
         for w in works:
-            for n in counts:
+            for n in counts_for(w, counts):
                 for _ in range(args.reps):
                     for a in s.allocators:
                         runs.setdefault((w.name, a.name, n), []).append(
@@ -95,21 +101,22 @@ def run_scaling(args: argparse.Namespace) -> int:
     summary = summarize(runs)
 
     sections, panels, data = [], [], {}
-    pairs = [f"{n}->{2 * n}" for n in counts if 2 * n in counts]
     for w in works:
+        wc = counts_for(w, counts)
+        pairs = [f"{n}->{2 * n}" for n in wc if 2 * n in wc]
         rows, deg_rows, series = [], [], {}
         for a in s.allocators:
-            cells = [summary.get((w.name, a.name, n)) for n in counts]
+            cells = [summary.get((w.name, a.name, n)) for n in wc]
             rows.append([a.name] + [report.fmt_num(c["ops_per_sec"]) if c else "" for c in cells])
-            pts = [(n, c["ops_per_sec"] / 1e6) for n, c in zip(counts, cells) if c]
+            pts = [(n, c["ops_per_sec"] / 1e6) for n, c in zip(wc, cells) if c]
             if pts:
                 series[a.name] = ([p[0] for p in pts], [p[1] for p in pts])
-            deg = degradations(summary, w.name, a.name, counts)
+            deg = degradations(summary, w.name, a.name, wc)
             deg_rows.append([a.name] + [f"{deg[p]:.3f}" if p in deg else "" for p in pairs])
             data[f"{w.name}/{a.name}"] = {
-                "points": {n: summary.get((w.name, a.name, n)) for n in counts}, "degradation": deg}
+                "points": {n: summary.get((w.name, a.name, n)) for n in wc}, "degradation": deg}
         text = (f"### {w.name}\n\n{w.summary}. ops/s (median of {args.reps}) by threads:\n\n"
-                + report.table(["Allocator"] + [f"{n} thr" for n in counts], rows, right=range(1, len(counts) + 1)))
+                + report.table(["Allocator"] + [f"{n} thr" for n in wc], rows, right=range(1, len(wc) + 1)))
         if pairs:
             text += ("\n\nParallelism degradation time(2n)/time(n)/(work(2n)/work(n)) — 1.00 is ideal, above 1 "
                      "the doubled threads cost more than the work they added:\n\n"
@@ -119,8 +126,8 @@ def run_scaling(args: argparse.Namespace) -> int:
     s.out_dir.mkdir(parents=True, exist_ok=True)
     png = plots.lines(s.out_dir / "scaling.png", "ops/s against threads", panels)
     intro = (f"Threads {', '.join(map(str, counts))} on {os.cpu_count()} cores. Every threaded workload does a fixed "
-             "amount of work per thread (prodcons runs at least one producer and one consumer), so work(2n)/work(n) "
-             "is about 2; time is the workload's own measured seconds.")
+             "amount of work per thread, so work(2n)/work(n) is about 2; prodcons always runs at least one producer "
+             "and one consumer, so it starts at 2 threads. Time is the workload's own measured seconds.")
     fig = f"![scaling]({png.name})" if png else "No figure (matplotlib missing)."
     s.write("scaling", sections + [fig], {"threads": counts, "results": data}, preamble=intro)
     return s.exit_code

@@ -23,6 +23,7 @@ class Workload:
     sized_results: bool = False  # prints ns_per_op_<size> per size
     fixed_args: dict[int, str] = field(default_factory=dict)  # defaults for slots before size_args
     ranked: bool = True  # False: no malloc in it (the floor), so allocators are not ranked on it
+    min_threads: int = 1  # fewest threads the program really runs (prodcons: a producer and a consumer)
 
     def args(self, preset: str, size: int | None = None) -> list[str]:
         if preset not in self.presets:
@@ -65,7 +66,7 @@ WORKLOADS: dict[str, Workload] = {
         Workload("vm", "malloc 2 MiB, touch every page, free; latency per operation",
                  _p("200", "5000", "20000", "100000"), metric="ns_per_op", higher_is_better=False, unit="ns/op"),
         Workload("prodcons", "producers malloc, consumers free (every free remote)",
-                 _p("100K", "1M", "4M", "16M"), threaded=True),
+                 _p("100K", "1M", "4M", "16M"), threaded=True, min_threads=2),
         Workload("false_sharing", "small objects from one thread written by others (cache-scratch)",
                  _p("1000", "20000", "100000", "500000"), threaded=True),
         Workload("big", "5..25 MiB blocks, at most 20 live",

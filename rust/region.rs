@@ -184,7 +184,8 @@ pub fn allocate<T>(capacity: usize) -> Result<(NonNull<T>, usize, Handle), Alloc
 pub struct Config {
     /// `false` makes [`allocate`] fail with [`AllocError::Disabled`].
     pub enabled: bool,
-    /// Period of the background release thread (whole milliseconds, at most an hour); zero stops it.
+    /// Period of the background release thread (rounded up to whole milliseconds, at most an hour);
+    /// zero stops it.
     pub release_interval: Duration,
     /// Most dirty bytes released per period (at least one region is released per period).
     pub release_bytes_per_tick: usize,
@@ -220,6 +221,12 @@ pub fn config() -> Config {
     }
 }
 
+/// A release interval in whole milliseconds for the C side, rounded up: a nonzero interval shorter than
+/// a millisecond must not become 0, which stops the background release.
+fn interval_ms(d: Duration) -> Option<u32> {
+    u32::try_from(d.as_nanos().div_ceil(1_000_000)).ok()
+}
+
 /// Replace the configuration; [`AllocError::InvalidArgument`] (and no change) for a value out of range.
 ///
 /// ```
@@ -229,8 +236,7 @@ pub fn config() -> Config {
 /// assert_eq!(region::configure(&cfg), Err(region::AllocError::InvalidArgument));
 /// ```
 pub fn configure(cfg: &Config) -> Result<(), AllocError> {
-    let interval =
-        u32::try_from(cfg.release_interval.as_millis()).map_err(|_| AllocError::InvalidArgument)?;
+    let interval = interval_ms(cfg.release_interval).ok_or(AllocError::InvalidArgument)?;
     let raw = ffi::HakRegionConfig {
         enabled: cfg.enabled,
         release_interval_ms: interval,
@@ -341,5 +347,14 @@ mod tests {
         #[allow(clippy::reversed_empty_ranges)]
         let backwards = 10..5;
         assert_eq!(h.prefetch(backwards), Err(AllocError::InvalidArgument));
+    }
+
+    #[test]
+    fn release_interval_rounds_up_to_whole_milliseconds() {
+        assert_eq!(interval_ms(Duration::ZERO), Some(0));
+        assert_eq!(interval_ms(Duration::from_micros(500)), Some(1));
+        assert_eq!(interval_ms(Duration::from_millis(250)), Some(250));
+        assert_eq!(interval_ms(Duration::from_micros(250_001)), Some(251));
+        assert_eq!(interval_ms(Duration::from_secs(u64::MAX)), None);
     }
 }

@@ -133,6 +133,15 @@ def test_ab_over_glibc_tunables(bench_built, root, tmp_path):
                             "512 B/glibc.malloc.tcache_count=0"}
 
 
+def test_ab_refuses_an_allocator_it_would_not_run(bench_built, root, tmp_path, not_an_allocator):
+    """ab measures one allocator: an --alloc beside it would be listed in the report but never run."""
+    res = run_lab(root, "ab", "--alloc", f"other={not_an_allocator}", "--env", "HAKMEM_DRAIN_INTERVAL", "--values",
+                  "default,8", "--size", "tiny", "--reps", "1", "--out", str(tmp_path / "ab"), "--no-progress")
+    assert res.returncode != 0
+    assert "ab runs one allocator" in res.stderr
+    assert not (tmp_path / "ab" / "report.md").exists()
+
+
 def test_soak_samples_rss_and_throughput(bench_built, root, tmp_path):
     out_dir = tmp_path / "soak"
     res = run_lab(root, "soak", "--allocs", "glibc", "--minutes", "0.05", "--interval", "0.5", "--no-strace",

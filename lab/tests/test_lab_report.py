@@ -168,3 +168,57 @@ def test_no_figure_removes_a_stale_one(tmp_path, monkeypatch):
     assert plots.bars(stale, "t", [panel]) is None
     assert not stale.exists()
     assert plots.bars(tmp_path / "never.png", "t", [panel]) is None
+
+
+def test_fmt_num_never_prints_an_exponent():
+    from lab.report import fmt_num
+    assert fmt_num(999_700.0) == "1,000k"
+    assert fmt_num(999.7) == "1,000"
+    assert fmt_num(999_600_000.0) == "1,000M"
+    assert fmt_num(999.4) == "999"
+    assert fmt_num(9_999.0) == "9,999"
+    assert not [x for x in (999.5, 999_999.0, 999_999_999.0, 0.00099999) if "e+" in fmt_num(x)]
+
+
+def test_geomeans_rank_only_allocators_measured_everywhere():
+    """An allocator that failed its worst workload must not be ranked above one measured on all."""
+    tables = {"w1": [{"allocator": "a", "failed": False, "ratio": 1.0}, {"allocator": "b", "failed": False, "ratio": 1.02}],
+              "w2": [{"allocator": "a", "failed": False, "ratio": 1.0}, {"allocator": "b", "failed": False, "ratio": 1.01}],
+              "w3": [{"allocator": "b", "failed": False, "ratio": 1.0}, {"allocator": "a", "failed": True}]}
+    g = compare.geomeans(tables)
+    assert [(r["allocator"], r["complete"], r["workloads"], r["of"]) for r in g] == [("b", True, 3, 3), ("a", False, 2, 3)]
+    text = compare.geomean_table(g)
+    assert "| 1 | b |" in text and "| - | a | 1.000 | 2 of 3 (incomplete) |" in text
+
+
+def test_summarize_survives_a_run_that_did_no_operation():
+    """A lower-is-better metric of 0 (a run that did nothing) gets no ratio instead of breaking the others'."""
+    w = wl.get("vm")
+    m = compare.Measurements()
+    m.timed[("vm", "idle")] = [_run("vm", "idle", "ns_per_op", 0.0)]
+    m.timed[("vm", "real")] = [_run("vm", "real", "ns_per_op", 5.0)]
+    rows = compare.summarize(w, ["idle", "real"], m)
+    assert [(r["allocator"], r.get("ratio")) for r in rows] == [("real", 1.0), ("idle", None)]
+
+
+def test_runs_get_no_allocator_tuning_from_the_caller(monkeypatch):
+    from lab import runner
+    for k, v in {"HAKMEM_PROFILE": "lean", "MALLOC_CONF": "narenas:1", "MALLOC_ARENA_MAX": "1",
+                 "MIMALLOC_ARENA_EAGER_COMMIT": "1", "TCMALLOC_RELEASE_RATE": "0", "GLIBC_TUNABLES": "x=1",
+                 "LD_PRELOAD": "/x.so", "HAKMEM_LAB_KEEP_ME": None, "PATH_LIKE_KEEP": "yes"}.items():
+        if v is not None:
+            monkeypatch.setenv(k, v)
+    env = runner.clean_environ(("UNSET_ME",))
+    assert env.get("PATH_LIKE_KEEP") == "yes"
+    assert not [k for k in env if k.startswith(("HAKMEM_", "MALLOC_", "MIMALLOC_", "TCMALLOC_"))]
+    assert "GLIBC_TUNABLES" not in env and "LD_PRELOAD" not in env
+    assert runner.inherited_tuning() == sorted(["HAKMEM_PROFILE", "MALLOC_CONF", "MALLOC_ARENA_MAX",
+                                                "MIMALLOC_ARENA_EAGER_COMMIT", "TCMALLOC_RELEASE_RATE",
+                                                "GLIBC_TUNABLES", "LD_PRELOAD"])
+
+
+def test_prodcons_scaling_starts_at_two_threads():
+    """prodcons runs one producer and one consumer at -t 1 as at -t 2: no "1 thread" column for it."""
+    from lab import scaling
+    assert scaling.counts_for(wl.get("prodcons"), [1, 2, 3, 4]) == [2, 3, 4]
+    assert scaling.counts_for(wl.get("larson"), [1, 2, 3, 4]) == [1, 2, 3, 4]

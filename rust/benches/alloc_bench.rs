@@ -13,7 +13,7 @@
 //! Options: `--json PATH` (results as JSON, used by `python3 -m lab paging`), `--ops N` (most operations
 //! per thread and run), `--seconds S` (time bound of a run: 3 s in the paging modes, at most 0.15 s in the
 //! default mode), `--huge` (huge pages on in the paging modes). Warm-up is discarded: 20 cycles per
-//! thread in the default mode, the first 5% of the samples (at least 100) in the paging modes. No result here is an assertion: timings
+//! thread in the default mode, the first 5% of the samples taken in the paging modes. No result here is an assertion: timings
 //! are reported, never checked.
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::fmt::Write as _;
@@ -117,7 +117,7 @@ struct Summary {
     max: u64,
 }
 
-/// Drop the warm-up samples, sort the rest. `elapsed` covers the kept samples only.
+/// Sort the kept samples. `elapsed` covers them only.
 fn summarize(mut lat: Vec<u64>, elapsed: Duration) -> (Summary, Vec<u64>) {
     lat.sort_unstable();
     let q = |p: f64| {
@@ -136,38 +136,42 @@ fn summarize(mut lat: Vec<u64>, elapsed: Duration) -> (Summary, Vec<u64>) {
     (s, lat)
 }
 
-/// Latency samples of one paging-mode run; the first `warm` samples are discarded, and the run's
-/// duration counts from the end of the warm-up.
+/// Latency samples of one paging-mode run, each with the time it ended. At the end the first 5 % of the
+/// samples actually taken are discarded as warm-up (a run cut short by its time budget keeps 95 % of
+/// what it measured), and the rate counts from the end of the warm-up.
 struct Recorder {
     lat: Vec<u64>,
-    warm: usize,
-    kept_from: Instant,
+    ended_ns: Vec<u64>,
+    started: Instant,
 }
 
 impl Recorder {
     fn new(max_ops: usize) -> Self {
-        let warm = (max_ops.min(100_000) / 20).max(100).min(max_ops / 2);
+        let cap = max_ops.min(1 << 20);
         Recorder {
-            lat: Vec::with_capacity(max_ops.min(1 << 20)),
-            warm,
-            kept_from: Instant::now(),
+            lat: Vec::with_capacity(cap),
+            ended_ns: Vec::with_capacity(cap),
+            started: Instant::now(),
         }
     }
 
     fn push(&mut self, ns: u64) {
-        if self.warm == 0 {
-            self.lat.push(ns);
-            return;
-        }
-        self.warm -= 1;
-        if self.warm == 0 {
-            self.kept_from = Instant::now();
-        }
+        self.lat.push(ns);
+        self.ended_ns.push(self.started.elapsed().as_nanos() as u64);
     }
 
-    fn finish(self) -> (Summary, Vec<u64>) {
-        let elapsed = self.kept_from.elapsed();
-        summarize(self.lat, elapsed)
+    /// The summary and sorted latencies of the kept samples. Exits with an error when the run took no
+    /// sample at all, rather than reporting zeros as a result.
+    fn finish(mut self) -> (Summary, Vec<u64>) {
+        if self.lat.is_empty() {
+            eprintln!("alloc_bench: no operation finished within the time budget (raise --seconds)");
+            std::process::exit(1);
+        }
+        let warm = self.lat.len() / 20;
+        let from_ns = if warm == 0 { 0 } else { self.ended_ns[warm - 1] };
+        let to_ns = *self.ended_ns.last().expect("not empty");
+        let kept = self.lat.split_off(warm);
+        summarize(kept, Duration::from_nanos(to_ns.saturating_sub(from_ns)))
     }
 }
 
