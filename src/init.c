@@ -12,6 +12,9 @@
 
 enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2 };
 static _Atomic int init_state = INIT_NONE;
+/* This thread is running the initialisation: its own allocations (pthread_atfork may allocate) go ahead
+ * while other threads wait for INIT_DONE. */
+static __thread bool tls_initializing;
 
 /* A private duplicate of stderr taken at start: programs such as sort close fd 2 before exit, and the
  * statistics printed at exit must still get through. */
@@ -39,6 +42,7 @@ static void fork_child(void) {
 
 void hak_init(void) {
   if (likely(atomic_load_explicit(&init_state, memory_order_acquire) == INIT_DONE)) return;
+  if (tls_initializing) return;
   int expected = INIT_NONE;
   if (atomic_compare_exchange_strong(&init_state, &expected, INIT_RUNNING)) {
     hak_options_init();
@@ -50,8 +54,12 @@ void hak_init(void) {
       if (fd >= 0) report_fd = fd;
     }
     hak_heaps_init_key();
+    /* The fork handlers are in place before any other thread may go on: a thread let through first
+     * could hold a lock of ours while a third one forks, and the child would inherit it held. */
+    tls_initializing = true;
+    pthread_atfork(fork_prepare, fork_parent, fork_child); /* may allocate: this thread's malloc goes ahead */
+    tls_initializing = false;
     atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
-    pthread_atfork(fork_prepare, fork_parent, fork_child); /* may allocate: we are ready for that */
     if (hak_opts.value[HAK_OPT_VERBOSE] >= 2) hak_stats_print(NULL);
     return;
   }
