@@ -154,7 +154,7 @@ struct hak_region {
   size_t capacity;       /**< usable bytes: the class size */
   uint32_t size_class;   /**< index of the class: capacity == HAK_REGION_MIN << size_class */
   uint32_t generation;   /**< stamp checked by hak_region_free and hak_region_prefetch: no two allocations in
-                              the process share one (until 2^32 region allocations), so a stale copy of a
+                              the process share one (until 2^32 generations are used up), so a stale copy of a
                               freed handle is rejected with EINVAL */
 };
 

@@ -218,8 +218,8 @@ def workload_table(w: wl.Workload, rows: list[dict], markdown: bool = True) -> s
 
 def geomean_table(g: list[dict], markdown: bool = True) -> str:
     headers = ["Rank", "Allocator", "geomean ratio to best", "workloads"]
-    body = [[i + 1 if r.get("complete", True) else "-", r["allocator"], f"{r['geomean']:.3f}",
-             r["workloads"] if r.get("complete", True) else f"{r['workloads']} of {r['of']} (incomplete)"]
+    body = [[i + 1 if r["complete"] else "-", r["allocator"], f"{r['geomean']:.3f}",
+             r["workloads"] if r["complete"] else f"{r['workloads']} of {r['of']} (incomplete)"]
             for i, r in enumerate(g)]
     return report.table(headers, body) if markdown else report.text_table(headers, body)
 
