@@ -113,14 +113,7 @@ static void purge_slices(hak_segment *seg, uint64_t slices) {
 
 void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t dirty = seg->dirty_slices & seg->free_slices;
-  if (dirty == 0) {
-    /* the dirty slices were taken again before their delay ran out: the deadline is stale, and left
-     * set it would purge the next freed slice too early (hak_segment_page_free sets a deadline only
-     * when none is pending) and keep the heap's maintenance at its fastest rate (heap_maintain) */
-    seg->purge_due_ms = 0;
-    return;
-  }
-  if (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms)) return;
+  if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
   purge_slices(seg, dirty);
   seg->dirty_slices = 0;
   seg->purge_due_ms = 0;
@@ -133,6 +126,10 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   seg->free_slices &= ~bits;
   seg->dirty_slices &= ~bits;
   seg->purged_slices &= ~bits;
+  /* purge_due_ms is set exactly while dirty free slices wait: when the last of them is taken again, a
+   * deadline left behind would purge the next freed slice too early (hak_segment_page_free sets one only
+   * when none is pending) and keep the heap's maintenance at its fastest rate (heap_maintain) */
+  if ((seg->dirty_slices & seg->free_slices) == 0) seg->purge_due_ms = 0;
   for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)at;
   hak_page *page = &seg->pages[at];
   uintptr_t key = 0, canary_key = 0;
