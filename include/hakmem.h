@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 3
+#define HAKMEM_VERSION_MINOR 4
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -100,6 +100,18 @@ struct hak_stats {
                                              thread's current page (page switch, collection or a new page) */
   uint64_t slow_frees;                  /**< frees by the owning thread that left the fast path (page
                                              leaving the full list, becoming empty, or a double-free check) */
+  /* since 0.4.0 */
+  uint64_t live_blocks[HAK_TIER_COUNT]; /**< blocks allocated and not yet freed, per tier. Small and medium
+                                             blocks are counted per thread: exact for the calling thread's
+                                             own allocations and frees; another thread's most recent ones
+                                             (up to 4096 allocations per page) show once it next leaves a
+                                             fast path, and a block freed by a thread other than its owner
+                                             counts as live until the owner collects it (on a slow path
+                                             through that page, or hak_collect(true); for an owner that
+                                             exited, when another thread takes its memory over) */
+  uint64_t live_bytes[HAK_TIER_COUNT];  /**< bytes of those blocks: block sizes (small, medium); for large
+                                             blocks their mappings, header page included, less tails given
+                                             back to the OS (the bytes they hold committed) */
 };
 
 /** Fill the first `size` bytes of *out with current counters (merged from every thread): the fields of
@@ -122,7 +134,8 @@ void hak_stats_print(FILE *out);
  *  allocator; hak_option_set changes it later. The README has the table with defaults. */
 enum hak_option {
   HAK_OPT_STATS = 0,       /**< HAKMEM_STATS: 1 = print statistics to stderr at exit (default 0) */
-  HAK_OPT_VERBOSE,         /**< HAKMEM_VERBOSE: 0 silent, 1 warnings, 2 also the options in force */
+  HAK_OPT_VERBOSE,         /**< HAKMEM_VERBOSE: 0 silent, 1 warnings, 2 also the options in force and
+                                a line per mallopt call */
   HAK_OPT_PROFILE,         /**< HAKMEM_PROFILE: 0 fast, 1 balanced (default), 2 lean; sets the defaults of
                                 the options below; names fast|balanced|lean in the environment */
   HAK_OPT_PURGE_DELAY_MS,  /**< HAKMEM_PURGE_DELAY_MS: how long free memory stays committed before it is

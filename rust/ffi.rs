@@ -51,11 +51,13 @@ pub(crate) struct HakStats {
     pub current_rss_bytes: u64,
     pub slow_allocs: u64,
     pub slow_frees: u64,
+    pub live_blocks: [u64; 3],
+    pub live_bytes: [u64; 3],
 }
 
-// The mirror has the C struct's size (27 counters; stats.c asserts the same number), and
+// The mirror has the C struct's size (33 counters; stats.c asserts the same number), and
 // hak_stats_get_sized is told it, so a library of another version never writes past it.
-const _: () = assert!(core::mem::size_of::<HakStats>() == 27 * 8);
+const _: () = assert!(core::mem::size_of::<HakStats>() == 33 * 8);
 
 extern "C" {
     pub fn hak_malloc(size: usize) -> *mut c_void;

@@ -38,6 +38,12 @@ pub struct AllocatorStats {
     pub mmap_calls: u64,
     /// madvise calls made so far.
     pub madvise_calls: u64,
+    /// Blocks allocated and not yet freed, per tier. Exact for the calling thread's own small and medium
+    /// blocks; another thread's latest ones, and blocks freed by a thread other than their owner, show
+    /// with a delay (see `live_blocks` in hakmem.h).
+    pub live_blocks: [u64; 3],
+    /// Bytes of those blocks: block sizes, and for large blocks the memory their mappings hold.
+    pub live_bytes: [u64; 3],
 }
 
 /// Read the allocator's counters (merged from every thread).
@@ -64,6 +70,8 @@ pub fn allocator_stats() -> AllocatorStats {
         mapped_bytes: raw.mapped_bytes,
         mmap_calls: raw.mmap_calls,
         madvise_calls: raw.madvise_calls,
+        live_blocks: raw.live_blocks,
+        live_bytes: raw.live_bytes,
     }
 }
 

@@ -210,7 +210,8 @@ typedef struct hak_page_queue {
  * hak_page_flush_counts folds a page's allocations and local frees into these on slow paths. */
 typedef struct hak_heap_counters {
   _Atomic uint64_t allocs[HAK_CLASS_COUNT];
-  _Atomic uint64_t frees;        /* frees by the owner */
+  _Atomic uint64_t frees[HAK_CLASS_COUNT];     /* frees by the owner */
+  _Atomic uint64_t collected[HAK_CLASS_COUNT]; /* remote frees of its blocks the owner collected */
   _Atomic uint64_t remote_frees; /* frees by this thread of blocks other heaps own */
   _Atomic uint64_t slow_allocs;  /* allocations whose page had no free block (find_page) */
   _Atomic uint64_t slow_frees;   /* owner frees that took hak_free_local_slow */
@@ -367,6 +368,8 @@ void hak_large_lock(void);
 void hak_large_unlock(void);
 void hak_large_after_fork_child(void);
 void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees);
+/* Bytes the live large blocks hold: their mappings less the tails given back (as counted in committed). */
+uint64_t hak_large_live_bytes(void);
 
 /* ---- Hardened-mode block helpers ------------------------------------------------------------------ */
 /* Whether `p` is the start of a block of `page` (carved or not). The offset is below 2^32, so it is a

@@ -26,6 +26,7 @@ static struct {
   size_t bytes;
   _Atomic uint64_t unpurged; /* cached mappings not purged yet */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
+  _Atomic uint64_t live_held; /* what live blocks hold: the sum of held() over them */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void hak_large_lock(void) { pthread_mutex_lock(&large.lock); }
@@ -38,6 +39,16 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
   *allocs = atomic_load_explicit(&large.allocs, memory_order_relaxed);
   *bytes = atomic_load_explicit(&large.alloc_bytes, memory_order_relaxed);
   *frees = atomic_load_explicit(&large.frees, memory_order_relaxed);
+}
+
+uint64_t hak_large_live_bytes(void) { return atomic_load_explicit(&large.live_held, memory_order_relaxed); }
+
+/* Bytes of a mapping counted as committed while its block is live: all of it but the released tail.
+ * Every change to a live block's map_size or released_tail is bracketed by live_add(h, false) and
+ * live_add(h, true). */
+static size_t held(const hak_large *h) { return h->map_size - h->released_tail; }
+static void live_add(const hak_large *h, bool add) {
+  hak_counter_add(&large.live_held, add ? (uint64_t)held(h) : (uint64_t)0 - held(h));
 }
 
 static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
@@ -228,14 +239,17 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   h->zero = false;
   hak_counter_add(&large.allocs, 1);
   hak_counter_add(&large.alloc_bytes, hak_large_usable(h));
+  live_add(h, true);
   return user;
 }
 
 size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->user - (const uint8_t *)h); }
 
 size_t hak_large_usable_claim(hak_large *h) {
+  live_add(h, false);
   h->resident_end = h->map_size; /* the caller may now write all of it */
   set_released_tail(h, 0);
+  live_add(h, true);
   return hak_large_usable(h);
 }
 
@@ -246,6 +260,7 @@ void hak_large_free(hak_large *h, void *p) {
     hak_fatal("free of a pointer that is not an allocated block:", p, -1);
   if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
   hak_counter_add(&large.frees, 1);
+  live_add(h, false);
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
   if (delay == 0 || h->map_size > cap) {
@@ -325,14 +340,20 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
     return NULL;
   }
   size_t need = page_round(off + size);
+  live_add(h, false);
   if (need <= h->map_size && need >= h->map_size / 2) {
     block_reaches(h, need);
+    live_add(h, true);
     return p;
   }
   int saved_errno = errno;
   hak_large *resized = mapping_resize(h, need);
   errno = resized != NULL ? saved_errno : ENOMEM;
-  if (resized == NULL) return NULL;
+  if (resized == NULL) {
+    live_add(h, true); /* still mapped as it was */
+    return NULL;
+  }
   block_reaches(resized, need);
+  live_add(resized, true);
   return resized->user;
 }

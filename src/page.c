@@ -81,7 +81,7 @@ static hak_block *list_tail(const hak_page *page, hak_block *list) {
 void hak_page_flush_counts(hak_heap *heap, hak_page *page) {
   uint32_t allocs = page->allocs, local_frees = allocs - (page->used - page->used_at_flush);
   HAK_COUNT_N(heap->counters.allocs[page->size_class], allocs);
-  HAK_COUNT_N(heap->counters.frees, local_frees);
+  HAK_COUNT_N(heap->counters.frees[page->size_class], local_frees);
   page->allocs = 0;
   page->used_at_flush = page->used;
 }
@@ -102,6 +102,7 @@ void hak_page_collect(hak_heap *heap, hak_page *page) {
   if (unlikely(n > page->used)) hak_fatal("double free (remote) detected in page of", list, page->size_class);
   page->used -= n;
   page->used_at_flush = page->used;
+  HAK_COUNT_N(heap->counters.collected[page->size_class], n);
   if (page->free == NULL) {
     page->free = list;
   } else {

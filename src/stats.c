@@ -31,7 +31,7 @@ static uint64_t current_rss(void) {
 
 static uint64_t load(const _Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 
-_Static_assert(sizeof(struct hak_stats) == 27 * sizeof(uint64_t), "rust/ffi.rs mirrors 27 counters");
+_Static_assert(sizeof(struct hak_stats) == 33 * sizeof(uint64_t), "rust/ffi.rs mirrors 33 counters");
 
 /* The size of struct hak_stats in 0.1.0: the most the exported hak_stats_get writes, since programs built
  * against 0.1.0 and 0.2.0 call it with no size. */
@@ -43,12 +43,17 @@ static void stats_fill(struct hak_stats *out) {
   hak_heaps_lock();
   for (hak_heap *h = hak_heaps_first(); h != NULL; h = h->next_all) {
     for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
-      uint64_t n = load(&h->counters.allocs[c]);
+      uint64_t n = load(&h->counters.allocs[c]), freed = load(&h->counters.frees[c]);
       unsigned tier = c <= SMALL_CLASS_MAX ? HAK_TIER_SMALL : HAK_TIER_MEDIUM;
       out->allocs[tier] += n;
       out->alloc_bytes[tier] += n * hak_class_size(c);
+      out->frees += freed;
+      /* wraps while a block allocated by one heap is freed through another that adopted its segment;
+       * the sum over heaps is right */
+      uint64_t live = n - freed - load(&h->counters.collected[c]);
+      out->live_blocks[tier] += live;
+      out->live_bytes[tier] += live * hak_class_size(c);
     }
-    out->frees += load(&h->counters.frees);
     out->remote_frees += load(&h->counters.remote_frees);
     out->slow_allocs += load(&h->counters.slow_allocs);
     out->slow_frees += load(&h->counters.slow_frees);
@@ -60,6 +65,13 @@ static void stats_fill(struct hak_stats *out) {
   hak_large_counters(&out->large_cache_hits, &out->large_cache_misses, &out->allocs[HAK_TIER_LARGE],
                      &out->alloc_bytes[HAK_TIER_LARGE], &large_frees);
   out->frees += large_frees;
+  out->live_blocks[HAK_TIER_LARGE] = out->allocs[HAK_TIER_LARGE] - large_frees;
+  out->live_bytes[HAK_TIER_LARGE] = hak_large_live_bytes();
+  /* counters other threads move while they are read can make a sum dip below zero for a moment */
+  for (int t = 0; t < HAK_TIER_COUNT; t++) {
+    if ((int64_t)out->live_blocks[t] < 0) out->live_blocks[t] = 0;
+    if ((int64_t)out->live_bytes[t] < 0) out->live_bytes[t] = 0;
+  }
   hak_heaps_thread_counts(&out->threads_started, &out->threads_exited);
   out->segments_reclaimed = hak_segments_reclaimed();
   struct hak_os_counters *os = &hak_os_counters;

@@ -16,6 +16,7 @@ PROGRAM = r'''
 #define _GNU_SOURCE
 #include <errno.h>
 #include <hakmem.h>
+#include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,9 +32,11 @@ static unsigned long long allocs(void) {
 
 int main(void) {
   unsigned long long a0 = allocs();
+  size_t in_use0 = mallinfo2().uordblks; /* glibc's own mallinfo2 would pull its malloc into a static link */
   void *blocks[100];
   for (int i = 0; i < 100; i++) blocks[i] = malloc(100 + i);
   unsigned long long a1 = allocs();
+  size_t in_use1 = mallinfo2().uordblks;
   /* strdup allocates inside libc: hakmem must serve it too, and free() must accept the block. */
   char *s = strdup("allocated inside libc");
   unsigned long long a2 = allocs();
@@ -45,8 +48,8 @@ int main(void) {
   while (maps && fgets(line, sizeof line, maps))
     if (strstr(line, "libhakmem")) mapped = 1;
   if (maps) fclose(maps);
-  printf("version %d\nmalloc counted %llu\nstrdup counted %llu\nlibhakmem.so mapped %d\n", HAKMEM_VERSION,
-         a1 - a0, a2 - a1, mapped);
+  printf("version %d\nmalloc counted %llu\nstrdup counted %llu\nlibhakmem.so mapped %d\nmallinfo2 grew %zu\n",
+         HAKMEM_VERSION, a1 - a0, a2 - a1, mapped, in_use1 - in_use0);
   return 0;
 }
 '''
@@ -65,6 +68,8 @@ def check_program_output(proc, dynamic):
     assert int(out["malloc counted"]) >= 100, "malloc in the program was not served by hakmem" + describe(proc)
     assert int(out["strdup counted"]) >= 1, "strdup inside libc was not served by hakmem" + describe(proc)
     assert out["libhakmem.so mapped"] == ("1" if dynamic else "0"), describe(proc)
+    # 100 blocks of 100..199 bytes: at least their sizes, at most their 16-byte-rounded classes + canaries
+    assert 14950 <= int(out["mallinfo2 grew"]) <= 16800, "mallinfo2 did not count the program's blocks" + describe(proc)
 
 
 @pytest.fixture(scope="module")

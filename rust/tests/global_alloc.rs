@@ -23,6 +23,13 @@ fn rust_allocations_go_to_hakmem() {
         after.allocs[2] > before.allocs[2],
         "a 4 MiB Vec did not reach hakmem's large tier"
     );
+    // Large blocks are counted exactly whatever the other test threads do, and `big` is live.
+    assert!(
+        after.live_blocks[2] >= 1 && after.live_bytes[2] >= 4 << 20,
+        "live large blocks {} holding {} bytes while a 4 MiB Vec is live",
+        after.live_blocks[2],
+        after.live_bytes[2]
+    );
     assert!(boxes.iter().all(|b| b.iter().all(|&x| x == 7)));
     // SAFETY: `big` is a live Vec allocated through the global allocator, i.e. hakmem.
     assert!(unsafe { hakmem::usable_size(big.as_ptr()) } >= 4 << 20);

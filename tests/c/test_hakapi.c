@@ -7,6 +7,7 @@
  *   test_hakapi print      hak_stats_print(NULL) once, to stderr */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -258,6 +259,106 @@ static void check_stats(void) {
 #undef DELTA
 }
 
+/* ---- live blocks, and glibc's introspection calls built on them ------------------------------------ */
+
+static void *remote_small_thread(void *arg) {
+  void **blocks = arg;
+  for (int i = 0; i < 300; i++) blocks[i] = must_malloc(48);
+  return NULL;
+}
+
+/* The caller's own blocks are counted exactly; blocks freed by a thread other than their owner count once
+ * the owner's memory is collected (here: an exited owner's, by hak_collect(true)). mallinfo2/mallinfo
+ * show the same numbers in glibc's fields. Runs with no other thread alive. */
+static void check_live(void) {
+  tc_section("hak_stats live_blocks/live_bytes; mallinfo2, mallinfo, malloc_info, mallopt");
+  enum { NS = 1000, NM = 100, NL = 4 };
+  static void *small[NS], *medium[NM], *large[NL];
+  const size_t large_size = 3 * MiB;
+  H.collect(true); /* earlier sections' remote frees, collected now rather than in the middle of this one */
+  struct hak_stats s0 = snap();
+  struct mallinfo2 m0 = mallinfo2();
+  for (int i = 0; i < NS; i++) small[i] = must_malloc(100);
+  for (int i = 0; i < NM; i++) medium[i] = must_malloc(8192);
+  for (int i = 0; i < NL; i++) large[i] = must_malloc(large_size);
+  struct hak_stats s1 = snap();
+  struct mallinfo2 m1 = mallinfo2();
+#define LIVE(a, b, field, t) ((long long)((b).field[t] - (a).field[t]))
+  CHECK_EQ(LIVE(s0, s1, live_blocks, HAK_TIER_SMALL), NS, "live small blocks after 1000 malloc(100)");
+  CHECK_EQ(LIVE(s0, s1, live_blocks, HAK_TIER_MEDIUM), NM, "live medium blocks after 100 malloc(8192)");
+  CHECK_EQ(LIVE(s0, s1, live_blocks, HAK_TIER_LARGE), NL, "live large blocks after 4 malloc(3 MiB)");
+  long long small_bytes = LIVE(s0, s1, live_bytes, HAK_TIER_SMALL), medium_bytes = LIVE(s0, s1, live_bytes, HAK_TIER_MEDIUM),
+            large_bytes = LIVE(s0, s1, live_bytes, HAK_TIER_LARGE);
+  /* block sizes: 100 (+ the hardened canary) rounds up to 112; 8192 (+ canary) to at most 10240; a large
+   * block's mapping has a header page and may come from a cached mapping up to 1.5x its need */
+  CHECK(small_bytes >= NS * 100ll && small_bytes <= NS * 112ll, "live small bytes grew by %lld for %d x 100",
+        small_bytes, NS);
+  CHECK(medium_bytes >= NM * 8192ll && medium_bytes <= NM * 10240ll, "live medium bytes grew by %lld for %d x 8192",
+        medium_bytes, NM);
+  CHECK(large_bytes >= NL * (long long)large_size && large_bytes <= NL * (long long)(large_size + 4096) * 3 / 2,
+        "live large bytes grew by %lld for %d x 3 MiB", large_bytes, NL);
+  CHECK(s1.live_bytes[HAK_TIER_LARGE] <= s1.committed_bytes, "live large bytes %llu above committed %llu",
+        (unsigned long long)s1.live_bytes[HAK_TIER_LARGE], (unsigned long long)s1.committed_bytes);
+
+  CHECK_EQ((long long)(m1.uordblks - m0.uordblks), small_bytes + medium_bytes, "mallinfo2 uordblks growth");
+  CHECK_EQ((long long)(m1.hblks - m0.hblks), NL, "mallinfo2 hblks growth");
+  CHECK_EQ((long long)(m1.hblkhd - m0.hblkhd), large_bytes, "mallinfo2 hblkhd growth");
+  CHECK(m1.arena == m1.uordblks + m1.fordblks && m1.arena >= m1.uordblks, "mallinfo2 arena %zu != uordblks %zu + "
+        "fordblks %zu", m1.arena, m1.uordblks, m1.fordblks);
+  CHECK(m1.arena + m1.hblkhd <= s1.committed_bytes + 4096 || m1.arena == m1.uordblks,
+        "mallinfo2 arena %zu + hblkhd %zu above committed %llu", m1.arena, m1.hblkhd,
+        (unsigned long long)s1.committed_bytes);
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+  struct mallinfo mi = mallinfo();
+#pragma GCC diagnostic pop
+  CHECK(mi.uordblks == (int)m1.uordblks && mi.hblks == (int)m1.hblks && mi.hblkhd == (int)m1.hblkhd,
+        "mallinfo (%d, %d, %d) differs from mallinfo2 (%zu, %zu, %zu)", mi.uordblks, mi.hblks, mi.hblkhd,
+        m1.uordblks, m1.hblks, m1.hblkhd);
+
+  char *xml = NULL;
+  size_t xml_len = 0;
+  FILE *f = open_memstream(&xml, &xml_len);
+  REQUIRE(f != NULL, "open_memstream failed");
+  CHECK_EQ(malloc_info(0, f), 0, "malloc_info(0, f)");
+  fclose(f);
+  char want[96];
+  snprintf(want, sizeof want, "<total type=\"mmap\" count=\"%llu\"", (unsigned long long)s1.live_blocks[HAK_TIER_LARGE]);
+  CHECK(xml != NULL && strncmp(xml, "<malloc version=\"hakmem-", 24) == 0 && strstr(xml, want) != NULL &&
+        strstr(xml, "</malloc>\n") != NULL, "malloc_info wrote \"%.200s\"", xml ? xml : "");
+  free(xml);
+  errno = 0;
+  CHECK(malloc_info(1, stdout) == -1 && errno == EINVAL, "malloc_info(1, stdout): expected -1 with EINVAL");
+  CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1, "mallopt(M_ARENA_MAX, 2)");
+  CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1, "mallopt(M_MMAP_THRESHOLD, 1 MiB)");
+  CHECK_EQ(mallopt(12345, 1), 0, "mallopt(12345, 1): an unknown parameter");
+
+  for (int i = 0; i < NS; i++) free(small[i]);
+  for (int i = 0; i < NM; i++) free(medium[i]);
+  for (int i = 0; i < NL; i++) free(large[i]);
+  struct hak_stats s2 = snap();
+  for (int t = 0; t < HAK_TIER_COUNT; t++) {
+    CHECK(LIVE(s0, s2, live_blocks, t) == 0 && LIVE(s0, s2, live_bytes, t) == 0,
+          "tier %d: %lld live blocks, %lld bytes more than before, once all were freed", t,
+          LIVE(s0, s2, live_blocks, t), LIVE(s0, s2, live_bytes, t));
+  }
+
+  static void *remote[300];
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, remote_small_thread, remote) == 0, "pthread_create");
+  REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+  struct hak_stats s3 = snap();
+  CHECK_EQ(LIVE(s2, s3, live_blocks, HAK_TIER_SMALL), 300, "live small blocks after an exited thread's 300");
+  for (int i = 0; i < 300; i++) free(remote[i]);
+  H.collect(true); /* reclaims the exited thread's memory and collects the frees */
+  struct hak_stats s4 = snap();
+  CHECK_EQ(LIVE(s2, s4, live_blocks, HAK_TIER_SMALL), 0, "live small blocks once another thread's were freed "
+           "and collected");
+  CHECK_EQ(LIVE(s2, s4, live_bytes, HAK_TIER_SMALL), 0, "live small bytes once another thread's were freed "
+           "and collected");
+#undef LIVE
+}
+
 /* ---- slow paths ---------------------------------------------------------------------------------- */
 
 /* Programs and libraries of different versions: the library writes exactly the bytes the caller's struct
@@ -428,6 +529,7 @@ int main(int argc, char **argv) {
   check_large_threads(); /* first: it needs the process to have one thread at its start */
   check_stats();
   check_stats_sizes();
+  check_live();
   check_slow_paths();
   check_print();
   check_collect();
