@@ -101,14 +101,20 @@ struct hak_stats {
   uint64_t slow_frees;                  /**< frees by the owning thread that left the fast path (page
                                              leaving the full list, becoming empty, or a double-free check) */
   /* since 0.4.0 */
-  uint64_t live_blocks[HAK_TIER_COUNT]; /**< blocks allocated and not yet freed, per tier. Small and medium
-                                             blocks are counted per thread: exact for the calling thread's
-                                             own allocations and frees; another thread's most recent ones
-                                             (up to 4096 allocations per page) show once it next leaves a
-                                             fast path, and a block freed by a thread other than its owner
-                                             counts as live until the owner collects it (on a slow path
-                                             through that page, or hak_collect(true); for an owner that
-                                             exited, when another thread takes its memory over) */
+  uint64_t live_blocks[HAK_TIER_COUNT]; /**< blocks allocated and not yet freed, per tier. Large blocks
+                                             are counted exactly. Small and medium ones are counted per
+                                             thread, on its slow paths: exact for the calling thread's own
+                                             allocations and frees; another running thread's latest ones
+                                             show at its next maintenance pass (every HAKMEM_DRAIN_INTERVAL
+                                             of its slow paths; 16 to 4096 when self-tuned) or when it
+                                             exits. A block freed by a thread other than its owner counts
+                                             as live until the owner collects it (when it next takes that
+                                             page's remote frees, or at hak_collect(true) in the owner; for
+                                             an owner that exited, once a thread takes its memory over: at
+                                             that thread's next new page, or hak_collect(true) in any
+                                             thread). In a fork child, blocks of
+                                             threads that did not survive the fork and are freed there stay
+                                             counted as live. */
   uint64_t live_bytes[HAK_TIER_COUNT];  /**< bytes of those blocks: block sizes (small, medium); for large
                                              blocks their mappings, header page included, less tails given
                                              back to the OS (the bytes they hold committed) */

@@ -21,8 +21,10 @@ pub mod region;
 
 pub use global::HakMem;
 
-/// A snapshot of libhakmem's allocator counters (`struct hak_stats` of hakmem.h).
+/// A snapshot of libhakmem's allocator counters (`struct hak_stats` of hakmem.h). Fields may be added in
+/// later versions (`non_exhaustive`): read them, and build one with `Default` rather than a literal.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct AllocatorStats {
     /// Allocations per size tier: small (up to 1 KiB), medium (up to 512 KiB), large.
     pub allocs: [u64; 3],
@@ -38,9 +40,9 @@ pub struct AllocatorStats {
     pub mmap_calls: u64,
     /// madvise calls made so far.
     pub madvise_calls: u64,
-    /// Blocks allocated and not yet freed, per tier. Exact for the calling thread's own small and medium
-    /// blocks; another thread's latest ones, and blocks freed by a thread other than their owner, show
-    /// with a delay (see `live_blocks` in hakmem.h).
+    /// Blocks allocated and not yet freed, per tier. Exact for large blocks and for the calling thread's
+    /// own small and medium blocks; another thread's latest ones, and blocks freed by a thread other than
+    /// their owner, show with a delay (see `live_blocks` in hakmem.h).
     pub live_blocks: [u64; 3],
     /// Bytes of those blocks: block sizes, and for large blocks the memory their mappings hold.
     pub live_bytes: [u64; 3],

@@ -263,6 +263,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
     rescue_full_pages(heap, cls);
   }
   if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
+  hak_heap_flush_counts(heap); /* pages set aside unflushed (rotate_queue) show in the statistics too */
   uint64_t now = hak_clock_ms();
   bool purge_pending = false;
   for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {

@@ -271,6 +271,8 @@ int hak_report_fd(void);
 void hak_secure_init(void);
 void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key);
 #endif
+/* struct hak_stats without the process's page faults and RSS (left 0): no system call (stats.c). */
+void hak_stats_memory(struct hak_stats *out);
 /* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
 void hak_warn_raw(const char *line, size_t len);
 

@@ -4,15 +4,16 @@
  * that calls one of them would pull glibc's malloc in beside ours. Compiled to nothing with
  * -DHAK_NO_OVERRIDE=1, like override.c.
  *
- * mallinfo2's fields, from struct hak_stats:
- *   hblks     live large blocks (their own mappings, as glibc's mmapped chunks)
- *   hblkhd    bytes those blocks hold committed (mapping sizes less tails given back)
+ * mallinfo2's fields, from struct hak_stats (hak_stats_memory: no system call) and hak_region_stats:
+ *   hblks     blocks with mappings of their own, as glibc's mmapped chunks: live large blocks and live
+ *             regions (hak_region_alloc)
+ *   hblkhd    bytes those hold committed (large: mappings less tails given back; regions: their class size)
  *   uordblks  bytes of live small and medium blocks (block sizes)
- *   arena     every committed byte of hakmem's but the live large blocks': segments (blocks in use, free
- *             blocks, never-carved room), metadata and cached large mappings; at least uordblks
+ *   arena     every other committed byte of hakmem's: segments (blocks in use, free blocks, never-carved
+ *             room), metadata, cached large mappings and free regions not yet released; at least uordblks
  *   fordblks  arena - uordblks
  *   ordblks, smblks, usmblks, fsmblks, keepcost: 0 (no equivalent).
- * The small/medium numbers carry the lag documented at struct hak_stats' live_blocks. */
+ * The small/medium numbers carry the delays documented at struct hak_stats' live_blocks. */
 #include "internal.h"
 
 #if !HAK_NO_OVERRIDE
@@ -21,12 +22,26 @@
 #include <malloc.h>
 #include <stdio.h>
 
+/* Live regions and the bytes they hold, summed over the region classes. */
+static void live_regions(uint64_t *count, uint64_t *bytes) {
+  struct hak_region_class_stats rs[HAK_REGION_CLASSES];
+  size_t n = hak_region_stats(rs, HAK_REGION_CLASSES);
+  *count = *bytes = 0;
+  for (size_t c = 0; c < n; c++) {
+    uint64_t live = rs[c].allocations > rs[c].frees ? rs[c].allocations - rs[c].frees : 0;
+    *count += live;
+    *bytes += live * rs[c].class_bytes;
+  }
+}
+
 static struct mallinfo2 info_from_stats(void) {
   struct hak_stats s;
-  hak_stats_get_sized(&s, sizeof s);
+  hak_stats_memory(&s);
+  uint64_t regions, region_bytes;
+  live_regions(&regions, &region_bytes);
   struct mallinfo2 mi = {0};
-  mi.hblks = s.live_blocks[HAK_TIER_LARGE];
-  mi.hblkhd = s.live_bytes[HAK_TIER_LARGE];
+  mi.hblks = s.live_blocks[HAK_TIER_LARGE] + regions;
+  mi.hblkhd = s.live_bytes[HAK_TIER_LARGE] + region_bytes;
   mi.uordblks = s.live_bytes[HAK_TIER_SMALL] + s.live_bytes[HAK_TIER_MEDIUM];
   uint64_t others = s.committed_bytes > mi.hblkhd ? s.committed_bytes - mi.hblkhd : 0;
   mi.arena = others > mi.uordblks ? others : mi.uordblks;
@@ -41,7 +56,8 @@ static int saturate(size_t v) { return v > (size_t)INT_MAX ? INT_MAX : (int)v; }
 
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wdeprecated-declarations"
-/** mallinfo: mallinfo2's numbers in int fields, each capped at INT_MAX (glibc's wrap around instead). */
+/** mallinfo: mallinfo2's numbers in int fields, each capped at INT_MAX on its own (glibc's wrap around
+ *  instead), so arena = uordblks + fordblks holds only while all three are below 2 GiB. */
 HAK_API struct mallinfo mallinfo(void) {
   struct mallinfo2 m = info_from_stats();
   struct mallinfo mi = {0};
@@ -54,42 +70,50 @@ HAK_API struct mallinfo mallinfo(void) {
 }
 #pragma GCC diagnostic pop
 
-/** malloc_stats: prints hakmem's statistics block (hak_stats_print) to stderr. */
-HAK_API void malloc_stats(void) { hak_stats_print(NULL); }
+/** malloc_stats: prints hakmem's statistics block (hak_stats_print, live blocks per tier included) to
+ *  stderr. */
+HAK_API void malloc_stats(void) { hak_stats_print(stderr); }
 
-/** malloc_info: an XML description of hakmem's memory shaped like glibc's (<malloc version=...> with
- *  <total>, <system> and <aspace> elements), to `fp`. Returns 0, or -1 with errno EINVAL when options is
- *  not 0 or fp is NULL (glibc defines no option either). */
+/** malloc_info: an XML description of hakmem's memory in glibc's shape, to `fp`:
+ *    <malloc version="hakmem-X.Y.Z">
+ *    <total type="small|medium" count="live blocks" size="their bytes"/>
+ *    <total type="mmap" count="hblks" size="hblkhd"/>   (large blocks and regions, as in mallinfo2)
+ *    <system type="current|max" size="committed bytes now | at their peak"/>
+ *    <aspace type="total" size="bytes of address space mapped"/>
+ *    </malloc>
+ *  The totals describe blocks in use (glibc's fast/rest totals count free chunks); no total repeats
+ *  another. Returns 0; -1 with errno EINVAL when options is not 0 or fp is NULL (the contract of the
+ *  manual page: glibc 2.36 returns EINVAL itself), or -1 when writing to fp fails. */
 HAK_API int malloc_info(int options, FILE *fp) {
   if (options != 0 || fp == NULL) {
     errno = EINVAL;
     return -1;
   }
   struct hak_stats s;
-  hak_stats_get_sized(&s, sizeof s);
-  static const char *tiers[HAK_TIER_COUNT] = {"small", "medium", "large"};
-  fprintf(fp, "<malloc version=\"hakmem-%d.%d.%d\">\n", HAKMEM_VERSION_MAJOR, HAKMEM_VERSION_MINOR,
-          HAKMEM_VERSION_PATCH);
-  for (int t = 0; t < HAK_TIER_COUNT; t++)
-    fprintf(fp, "<total type=\"%s\" count=\"%llu\" size=\"%llu\"/>\n", tiers[t],
-            (unsigned long long)s.live_blocks[t], (unsigned long long)s.live_bytes[t]);
-  /* glibc's name for blocks with mappings of their own, which tools read */
-  fprintf(fp, "<total type=\"mmap\" count=\"%llu\" size=\"%llu\"/>\n",
-          (unsigned long long)s.live_blocks[HAK_TIER_LARGE], (unsigned long long)s.live_bytes[HAK_TIER_LARGE]);
-  fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
-              "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n",
-          (unsigned long long)s.committed_bytes, (unsigned long long)s.peak_committed_bytes,
-          (unsigned long long)s.mapped_bytes);
-  return ferror(fp) ? -1 : 0;
+  hak_stats_memory(&s);
+  struct mallinfo2 mi = info_from_stats();
+  int failed = fprintf(fp, "<malloc version=\"hakmem-%d.%d.%d\">\n", HAKMEM_VERSION_MAJOR, HAKMEM_VERSION_MINOR,
+                       HAKMEM_VERSION_PATCH) < 0;
+  static const char *tiers[2] = {"small", "medium"};
+  for (int t = HAK_TIER_SMALL; t <= HAK_TIER_MEDIUM; t++)
+    failed |= fprintf(fp, "<total type=\"%s\" count=\"%llu\" size=\"%llu\"/>\n", tiers[t],
+                      (unsigned long long)s.live_blocks[t], (unsigned long long)s.live_bytes[t]) < 0;
+  failed |= fprintf(fp, "<total type=\"mmap\" count=\"%zu\" size=\"%zu\"/>\n", mi.hblks, mi.hblkhd) < 0;
+  failed |= fprintf(fp, "<system type=\"current\" size=\"%llu\"/>\n<system type=\"max\" size=\"%llu\"/>\n"
+                        "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n",
+                    (unsigned long long)s.committed_bytes, (unsigned long long)s.peak_committed_bytes,
+                    (unsigned long long)s.mapped_bytes) < 0;
+  return failed ? -1 : 0;
 }
 
-/** mallopt: glibc's tuning parameters (M_MXFAST 1, M_TRIM_THRESHOLD -1, M_TOP_PAD -2, M_MMAP_THRESHOLD
- *  -3, M_MMAP_MAX -4, M_CHECK_ACTION -5, M_PERTURB -6, M_ARENA_TEST -7, M_ARENA_MAX -8) are accepted and
- *  have no effect: hakmem's HAKMEM_* options govern the same behaviour. Returns 1 for those (as glibc
- *  does on success), so programs that set them as hints keep working; 0 for any other parameter.
+/** mallopt: glibc's tuning parameters (M_ARENA_MAX -8, M_ARENA_TEST -7, M_PERTURB -6, M_CHECK_ACTION -5,
+ *  M_MMAP_MAX -4, M_MMAP_THRESHOLD -3, M_TOP_PAD -2, M_TRIM_THRESHOLD -1, M_MXFAST 1, and the SVID
+ *  M_NLBLKS 2, M_GRAIN 3, M_KEEP 4) are accepted whatever the value and have no effect: hakmem's HAKMEM_*
+ *  options govern the same behaviour. Returns 1 for those (as glibc does on success), so programs that
+ *  set them as hints keep working, and 0 for any other parameter (glibc 2.36 returns 1 there too).
  *  HAKMEM_VERBOSE=2 prints a line for each call. */
 HAK_API int mallopt(int param, int value) {
-  bool known = param >= -8 && param <= 1;
+  bool known = param >= -8 && param <= 4 && param != 0;
   hak_init();
   if (hak_opts.value[HAK_OPT_VERBOSE] >= 2) {
     char line[128];

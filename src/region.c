@@ -820,7 +820,8 @@ static uint64_t nonneg(int64_t v) { return v < 0 ? 0 : (uint64_t)v; }
 
 API size_t hak_region_stats(struct hak_region_class_stats *out, size_t max) {
   if (out == NULL) return 0;
-  ensure_init();
+  /* no ensure_init: it reads only counters and the registry, whose lock is static (a process that never
+   * used regions, e.g. one calling mallinfo2, gets no pthread key or fork handler from this) */
   size_t n = max < NCLASS ? max : NCLASS;
   pthread_mutex_lock(&reg_lock);
   for (size_t c = 0; c < n; c++) {

@@ -37,7 +37,8 @@ _Static_assert(sizeof(struct hak_stats) == 33 * sizeof(uint64_t), "rust/ffi.rs m
  * against 0.1.0 and 0.2.0 call it with no size. */
 #define STATS_SIZE_0_1 offsetof(struct hak_stats, slow_allocs)
 
-static void stats_fill(struct hak_stats *out) {
+/* process: also the page faults and RSS (three system calls) */
+static void stats_fill(struct hak_stats *out, bool process) {
   *out = (struct hak_stats){0};
   if (hak_tls_heap != &hak_heap_empty) hak_heap_flush_counts(hak_tls_heap); /* exact for the caller */
   hak_heaps_lock();
@@ -86,6 +87,7 @@ static void stats_fill(struct hak_stats *out) {
   out->committed_bytes = committed > 0 ? (uint64_t)committed : 0;
   out->peak_committed_bytes = peak > 0 ? (uint64_t)peak : 0;
   out->mapped_bytes = mapped > 0 ? (uint64_t)mapped : 0;
+  if (!process) return;
   struct rusage ru;
   if (getrusage(RUSAGE_SELF, &ru) == 0) {
     out->minor_faults = (uint64_t)ru.ru_minflt;
@@ -93,13 +95,15 @@ static void stats_fill(struct hak_stats *out) {
     out->peak_rss_bytes = (uint64_t)ru.ru_maxrss * 1024u;
   }
   out->current_rss_bytes = current_rss();
+  /* the kernel updates ru_maxrss lazily: a peak below the current size is stale */
+  if (out->peak_rss_bytes < out->current_rss_bytes) out->peak_rss_bytes = out->current_rss_bytes;
 }
 
 HAK_API int hak_stats_get_sized(struct hak_stats *out, size_t size) {
   if (out == NULL) return EINVAL;
   hak_init();
   struct hak_stats all;
-  stats_fill(&all);
+  stats_fill(&all, true);
   size_t known = sizeof all < size ? sizeof all : size;
   known -= known % sizeof(uint64_t); /* whole fields only */
   memcpy(out, &all, known);
@@ -110,6 +114,11 @@ HAK_API int hak_stats_get_sized(struct hak_stats *out, size_t size) {
 /* The exported symbol "hak_stats_get" (hakmem.h's inline function of that name is never emitted here). */
 HAK_API int hak_stats_get_0_1(struct hak_stats *out) __asm__("hak_stats_get");
 HAK_API int hak_stats_get_0_1(struct hak_stats *out) { return hak_stats_get_sized(out, STATS_SIZE_0_1); }
+
+void hak_stats_memory(struct hak_stats *out) {
+  hak_init();
+  stats_fill(out, false);
+}
 
 static double mib(uint64_t bytes) { return (double)bytes / (1024.0 * 1024.0); }
 
@@ -124,12 +133,14 @@ HAK_API void hak_stats_print(FILE *out) {
   const char *pname = hak_option_value_name(HAK_OPT_PROFILE, profile);
   int n = snprintf(buf, sizeof buf,
                    "hakmem stats: version %d.%d.%d%s, profile %s, purge delay %ld ms\n"
-                   "  %-20s %14s %14s\n",
+                   "  %-20s %14s %14s %14s %14s\n",
                    HAKMEM_VERSION_MAJOR, HAKMEM_VERSION_MINOR, HAKMEM_VERSION_PATCH, HAK_SECURE ? " (hardened)" : "",
-                   pname ? pname : "?", (long)hak_opts.value[HAK_OPT_PURGE_DELAY_MS], "tier", "allocations", "MiB");
+                   pname ? pname : "?", (long)hak_opts.value[HAK_OPT_PURGE_DELAY_MS], "tier", "allocations", "MiB",
+                   "live blocks", "live MiB");
   for (int t = 0; t < HAK_TIER_COUNT && n < (int)sizeof buf; t++)
-    n += snprintf(buf + n, sizeof buf - (size_t)n, "  %-20s %14llu %14.1f\n", tiers[t], (unsigned long long)s.allocs[t],
-                  mib(s.alloc_bytes[t]));
+    n += snprintf(buf + n, sizeof buf - (size_t)n, "  %-20s %14llu %14.1f %14llu %14.1f\n", tiers[t],
+                  (unsigned long long)s.allocs[t], mib(s.alloc_bytes[t]), (unsigned long long)s.live_blocks[t],
+                  mib(s.live_bytes[t]));
   if (n < (int)sizeof buf)
     n += snprintf(buf + n, sizeof buf - (size_t)n,
                   "  frees %llu (remote %llu); threads started %llu, exited %llu; segments reclaimed %llu\n"

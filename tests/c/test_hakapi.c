@@ -31,6 +31,8 @@ static struct {
   long (*option_get)(enum hak_option);
   int (*option_set)(enum hak_option, long);
   const char *(*option_name)(enum hak_option);
+  int (*region_alloc)(size_t, struct hak_region *);
+  int (*region_free)(struct hak_region *);
 } H;
 
 static int lookup_all(void) {
@@ -40,7 +42,8 @@ static int lookup_all(void) {
       {(void **)&H.stats_get_sized, "hak_stats_get_sized"}, {(void **)&H.stats_get_legacy, "hak_stats_get"},
       {(void **)&H.stats_print, "hak_stats_print"},
       {(void **)&H.option_get, "hak_option_get"},  {(void **)&H.option_set, "hak_option_set"},
-      {(void **)&H.option_name, "hak_option_name"}};
+      {(void **)&H.option_name, "hak_option_name"}, {(void **)&H.region_alloc, "hak_region_alloc"},
+      {(void **)&H.region_free, "hak_region_free"}};
   for (size_t i = 0; i < sizeof t / sizeof t[0]; i++) {
     *t[i].slot = dlsym(RTLD_DEFAULT, t[i].name);
     REQUIRE(*t[i].slot != NULL, "%s is not exported", t[i].name);
@@ -331,7 +334,13 @@ static void check_live(void) {
   CHECK(malloc_info(1, stdout) == -1 && errno == EINVAL, "malloc_info(1, stdout): expected -1 with EINVAL");
   CHECK_EQ(mallopt(M_ARENA_MAX, 2), 1, "mallopt(M_ARENA_MAX, 2)");
   CHECK_EQ(mallopt(M_MMAP_THRESHOLD, 1 << 20), 1, "mallopt(M_MMAP_THRESHOLD, 1 MiB)");
+  CHECK_EQ(mallopt(M_KEEP, 0), 1, "mallopt(M_KEEP, 0): an SVID parameter of <malloc.h>");
   CHECK_EQ(mallopt(12345, 1), 0, "mallopt(12345, 1): an unknown parameter");
+  CHECK_EQ(mallopt(0, 1), 0, "mallopt(0, 1): an unknown parameter");
+  FILE *ro = fopen("/dev/null", "r");
+  REQUIRE(ro != NULL, "fopen(/dev/null, r)");
+  CHECK_EQ(malloc_info(0, ro) == -1, 1, "malloc_info to a stream that cannot be written returns -1");
+  fclose(ro);
 
   for (int i = 0; i < NS; i++) free(small[i]);
   for (int i = 0; i < NM; i++) free(medium[i]);
@@ -356,7 +365,85 @@ static void check_live(void) {
            "and collected");
   CHECK_EQ(LIVE(s2, s4, live_bytes, HAK_TIER_SMALL), 0, "live small bytes once another thread's were freed "
            "and collected");
+
+  /* A live large block changes size or gives back its tail in place: the live bytes follow it. One large
+   * block stays live throughout, so a count that went wrong cannot hide behind a tier total of 0. */
+  void *keep = must_malloc(2 * MiB);
+  struct hak_stats g0 = snap();
+  char *p = must_malloc(4 * MiB);
+  struct hak_stats g1 = snap();
+  long long d = LIVE(g0, g1, live_bytes, HAK_TIER_LARGE);
+  CHECK(d >= (long long)(4 * MiB + 4096) && d <= (long long)(6 * MiB + 8192), "live large bytes +%lld for 4 MiB", d);
+  p = realloc(p, 12 * MiB);
+  REQUIRE(p != NULL, "realloc to 12 MiB");
+  struct hak_stats g2 = snap();
+  d = LIVE(g0, g2, live_bytes, HAK_TIER_LARGE);
+  CHECK(d >= (long long)(12 * MiB + 4096) && d <= (long long)(18 * MiB + 8192), "live large bytes +%lld after "
+        "realloc to 12 MiB", d);
+  size_t usable = malloc_usable_size(p); /* the whole mapping becomes the caller's, tail included */
+  struct hak_stats g3 = snap();
+  d = LIVE(g0, g3, live_bytes, HAK_TIER_LARGE);
+  CHECK(d == (long long)(usable + 4096), "live large bytes +%lld, usable size %zu plus the header page", d, usable);
+  p = realloc(p, 1 * MiB);
+  REQUIRE(p != NULL, "realloc down to 1 MiB");
+  struct hak_stats g4 = snap();
+  d = LIVE(g0, g4, live_bytes, HAK_TIER_LARGE);
+  CHECK(d >= (long long)(1 * MiB + 4096) && d <= (long long)(3 * MiB / 2 + 8192), "live large bytes +%lld after "
+        "realloc down to 1 MiB", d);
+  free(p);
+  struct hak_stats g5 = snap();
+  CHECK(LIVE(g0, g5, live_bytes, HAK_TIER_LARGE) == 0 && LIVE(g0, g5, live_blocks, HAK_TIER_LARGE) == 0,
+        "large tier after the free: %lld live bytes, %lld blocks more than before",
+        LIVE(g0, g5, live_bytes, HAK_TIER_LARGE), LIVE(g0, g5, live_blocks, HAK_TIER_LARGE));
+  free(keep);
+
+  /* A region has a mapping of its own: mallinfo2 counts it with the large blocks, not as free memory. */
+  struct mallinfo2 r0 = mallinfo2();
+  struct hak_region region;
+  REQUIRE(H.region_alloc(8 * MiB, &region) == 0, "hak_region_alloc(8 MiB)");
+  memset(region.ptr, 1, 8 * MiB);
+  struct mallinfo2 r1 = mallinfo2();
+  CHECK(r1.hblks == r0.hblks + 1 && r1.hblkhd >= r0.hblkhd + 8 * MiB, "a live 8 MiB region: hblks %zu -> %zu, "
+        "hblkhd %zu -> %zu", r0.hblks, r1.hblks, r0.hblkhd, r1.hblkhd);
+  CHECK(r1.fordblks < r0.fordblks + 4 * MiB, "a live 8 MiB region counted as free: fordblks %zu -> %zu",
+        r0.fordblks, r1.fordblks);
+  CHECK_EQ(H.region_free(&region), 0, "hak_region_free");
+  struct mallinfo2 r2 = mallinfo2();
+  CHECK_EQ(r2.hblks, r0.hblks, "mallinfo2 hblks once the region was freed");
 #undef LIVE
+}
+
+/* Another running thread's blocks show in the counts once it runs a maintenance pass (here through
+ * hak_collect(false), which runs one and collects nothing else): pages it set aside without folding
+ * their counts are folded then. */
+static pthread_barrier_t live_barrier;
+
+static void *live_worker(void *arg) {
+  void **blocks = arg;
+  pthread_barrier_wait(&live_barrier); /* the main thread's snapshot is taken */
+  for (int i = 0; i < 100; i++) blocks[i] = must_malloc(48);
+  H.collect(false);
+  pthread_barrier_wait(&live_barrier); /* allocated */
+  pthread_barrier_wait(&live_barrier); /* the main thread looked */
+  for (int i = 0; i < 100; i++) free(blocks[i]);
+  return NULL;
+}
+
+static void check_live_other_thread(void) {
+  tc_section("hak_stats live_blocks: another running thread's blocks count after its maintenance pass");
+  static void *blocks[100];
+  REQUIRE(pthread_barrier_init(&live_barrier, NULL, 2) == 0, "pthread_barrier_init");
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, live_worker, blocks) == 0, "pthread_create");
+  struct hak_stats a = snap();
+  pthread_barrier_wait(&live_barrier);
+  pthread_barrier_wait(&live_barrier);
+  struct hak_stats b = snap();
+  pthread_barrier_wait(&live_barrier);
+  REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+  CHECK_EQ(b.live_blocks[HAK_TIER_SMALL] - a.live_blocks[HAK_TIER_SMALL], 100,
+           "live small blocks after a running thread allocated 100 and ran a maintenance pass");
+  pthread_barrier_destroy(&live_barrier);
 }
 
 /* ---- slow paths ---------------------------------------------------------------------------------- */
@@ -530,6 +617,7 @@ int main(int argc, char **argv) {
   check_stats();
   check_stats_sizes();
   check_live();
+  check_live_other_thread();
   check_slow_paths();
   check_print();
   check_collect();
