@@ -51,15 +51,26 @@ bench: all
 	$(MAKE) -C bench
 	python3 -m lab quick
 
+# PREFIX must be an absolute path and, with DESTDIR, free of blanks and of the characters the recipes and
+# hakmem.pc cannot carry: make cannot quote such paths, and a half-installed tree is worse than a refusal.
+define check_prefix
+	@case '$(PREFIX)' in /*) ;; *) echo "make: PREFIX must be an absolute path, got '$(PREFIX)'" >&2; exit 1 ;; esac
+	@case '$(DESTDIR)$(PREFIX)' in *[[:space:]\|\&\\\"]*) \
+	  echo "make: DESTDIR/PREFIX '$(DESTDIR)$(PREFIX)' has a blank or one of | & \\ \"" >&2; exit 1 ;; esac
+endef
+
 install: all
+	$(check_prefix)
 	install -d $(DESTDIR)$(PREFIX)/lib $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(PREFIX)/lib/pkgconfig
 	install -m 755 $(BUILD)/libhakmem.so $(BUILD)/libhakmem-secure.so $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(BUILD)/libhakmem.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 include/hakmem.h $(DESTDIR)$(PREFIX)/include/
 	install -m 755 $(BUILD)/hakmem $(DESTDIR)$(PREFIX)/bin/
-	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/hakmem.pc.in > $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc
+	sed -e 's|@PREFIX@|$(PREFIX)|g' -e 's|@VERSION@|$(VERSION)|g' tools/hakmem.pc.in > $(BUILD)/hakmem.pc
+	install -m 644 $(BUILD)/hakmem.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 
 uninstall:
+	$(check_prefix)
 	rm -f $(DESTDIR)$(PREFIX)/lib/libhakmem.so $(DESTDIR)$(PREFIX)/lib/libhakmem-secure.so \
 	      $(DESTDIR)$(PREFIX)/lib/libhakmem.a $(DESTDIR)$(PREFIX)/include/hakmem.h \
 	      $(DESTDIR)$(PREFIX)/bin/hakmem $(DESTDIR)$(PREFIX)/lib/pkgconfig/hakmem.pc

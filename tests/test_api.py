@@ -8,7 +8,7 @@ import re
 
 import pytest
 
-from conftest import HAKMEM_VARIANTS, VARIANTS, describe, stats_blocks
+from conftest import HAKMEM_VARIANTS, ROOT, VARIANTS, describe, stats_blocks
 
 
 def expect_ok(proc, allocator):
@@ -44,6 +44,10 @@ OPTION_CASES = [
     ({"HAKMEM_PURGE_DELAY_MS": "1234"}, {"HAKMEM_PURGE_DELAY_MS": 1234}),
     ({"HAKMEM_PURGE_DELAY_MS": "-1"}, {"HAKMEM_PURGE_DELAY_MS": -1}),
     ({"HAKMEM_PURGE_MODE": "1"}, {"HAKMEM_PURGE_MODE": 1}),
+    ({"HAKMEM_PURGE_MODE": "free"}, {"HAKMEM_PURGE_MODE": 1}),
+    ({"HAKMEM_PURGE_MODE": "dontneed"}, {"HAKMEM_PURGE_MODE": 0}),
+    ({"HAKMEM_PROFILE": "lean", "HAKMEM_PURGE_DELAY_MS": "500"}, {"HAKMEM_PROFILE": 2, "HAKMEM_PURGE_DELAY_MS": 500,
+                                                                 "HAKMEM_DRAIN_INTERVAL": 8}),
     ({"HAKMEM_LARGE_CACHE_MB": "77"}, {"HAKMEM_LARGE_CACHE_MB": 77}),
     ({"HAKMEM_DRAIN_INTERVAL": "33"}, {"HAKMEM_DRAIN_INTERVAL": 33}),
     ({"HAKMEM_TINY_SLL_DRAIN_INTERVAL": "55"}, {"HAKMEM_DRAIN_INTERVAL": 55}),
@@ -61,6 +65,27 @@ def test_options_from_environment(test_binary, run_plain, env, expected):
     values, proc = read_options(test_binary, run_plain, env)
     for name, value in expected.items():
         assert values[name] == value, f"{name}: expected {value}, got {values[name]}" + describe(proc)
+
+
+def readme_presets():
+    """{profile index: {variable: value}} from the README's option table ("fast / balanced / lean" cells)."""
+    names = {"free": 1, "dontneed": 0}
+    presets = {0: {}, 1: {}, 2: {}}
+    for var, cell in re.findall(r"^\| `(HAKMEM_\w+)`[^|]*\| ([^|]*/[^|]*) \|", (ROOT / "README.md").read_text(), re.M):
+        values = [v.strip().strip("`") for v in cell.split("/")]
+        assert len(values) == 3, f"README row {var}: {cell!r}"
+        for profile, value in enumerate(values):
+            presets[profile][var] = names[value] if value in names else int(value)
+    assert len(presets[0]) == 5, f"expected five preset rows in the README's option table, got {presets[0]}"
+    return presets
+
+
+@pytest.mark.parametrize("profile", ["fast", "balanced", "lean"])
+def test_profile_presets_match_readme(test_binary, run_plain, profile):
+    index = ["fast", "balanced", "lean"].index(profile)
+    values, proc = read_options(test_binary, run_plain, {"HAKMEM_PROFILE": profile})
+    for name, value in readme_presets()[index].items():
+        assert values[name] == value, f"{profile}: {name} is {values[name]}, the README says {value}" + describe(proc)
 
 
 def test_malformed_option_value_warns_once(test_binary, run_plain):
@@ -81,6 +106,19 @@ def test_stats_print_to_stderr(test_binary, run_plain):
     assert proc.returncode == 0, describe(proc)
     assert stats_blocks(proc.stderr) == 1, describe(proc)
     assert proc.stderr.startswith("hakmem stats:"), describe(proc)
+
+
+def test_malloc_stats_and_mallopt(test_binary, run_plain):
+    """glibc's malloc_stats prints hakmem's block, live blocks included; mallopt is accepted with no
+    effect, silently unless HAKMEM_VERBOSE=2."""
+    proc = run_plain([test_binary("test_hakapi"), "glibc-calls"])
+    assert proc.returncode == 0, describe(proc)
+    assert proc.stderr.startswith("hakmem stats:") and stats_blocks(proc.stderr) == 1, describe(proc)
+    assert re.search(r"^  tier .* live blocks +live MiB$", proc.stderr, re.M), describe(proc)
+    assert "mallopt" not in proc.stderr, describe(proc)
+    loud = run_plain([test_binary("test_hakapi"), "glibc-calls"], env={"HAKMEM_VERBOSE": "2"})
+    assert loud.returncode == 0, describe(loud)
+    assert "hakmem: mallopt(-8, 2) has no effect" in loud.stderr, describe(loud)
 
 
 def test_stats_at_exit_only_when_asked(test_binary, run_plain):

@@ -86,6 +86,7 @@ def test_install_layout(installed):
                 "bin/hakmem", "lib/pkgconfig/hakmem.pc"):
         assert (installed / rel).is_file(), f"{rel} not installed under {installed}"
     assert (installed / "bin/hakmem").stat().st_mode & 0o111, "the launcher is not executable"
+    assert (installed / "lib/pkgconfig/hakmem.pc").stat().st_mode & 0o777 == 0o644, "hakmem.pc is not mode 644"
     assert (installed / "include/hakmem.h").read_bytes() == (ROOT / "include/hakmem.h").read_bytes()
     pc = (installed / "lib/pkgconfig/hakmem.pc").read_text()
     assert re.search(rf"^prefix={re.escape(str(installed))}$", pc, re.M), \
@@ -141,6 +142,20 @@ def test_static_link(libhakmem_static, tmp_path, mode):
     assert stats_blocks(run.stderr) == 1, describe(run)
 
 
+@pytest.mark.parametrize("prefix", ["{tmp}/with space", "relative/prefix", "{tmp}/a|b"])
+def test_install_refuses_unusable_prefix(tmp_path, prefix):
+    """make cannot quote a PREFIX with blanks (nor hakmem.pc carry one): it must refuse it before writing
+    anything, in the source tree or elsewhere."""
+    prefix = prefix.format(tmp=tmp_path)
+    before = sorted(p.name for p in ROOT.iterdir())
+    for target in ("install", "uninstall"):
+        proc = subprocess.run(["make", "-C", str(ROOT), "-s", target, f"PREFIX={prefix}"], capture_output=True,
+                              text=True, timeout=600, env=clean_env())
+        assert proc.returncode != 0 and "PREFIX" in proc.stderr, describe(proc)
+    assert sorted(p.name for p in ROOT.iterdir()) == before, "make install wrote into the source tree"
+    assert list(tmp_path.iterdir()) == [], f"make install wrote {list(tmp_path.iterdir())}"
+
+
 def launch(launcher, *args, env=None):
     return subprocess.run([str(launcher), *map(str, args)], capture_output=True, text=True, timeout=120,
                           env=clean_env(env))
@@ -162,9 +177,43 @@ def test_launcher_preloads_hakmem(launcher, libhakmem):
 
 def test_launcher_profile(launcher, test_binary):
     for name, value in (("fast", 0), ("balanced", 1), ("lean", 2)):
-        proc = launch(launcher, "run", "--profile", name, "--", test_binary("test_hakapi", "glibc"), "options")
-        assert proc.returncode == 0, describe(proc)
-        assert f"HAKMEM_PROFILE={value}\n" in proc.stdout, describe(proc)
+        for args in (["--profile", name], [f"--profile={name}"]):
+            proc = launch(launcher, "run", *args, "--", test_binary("test_hakapi", "glibc"), "options")
+            assert proc.returncode == 0, describe(proc)
+            assert f"HAKMEM_PROFILE={value}\n" in proc.stdout, describe(proc)
+
+
+def test_launcher_help(launcher):
+    for args in (["--help"], ["run", "--help"]):
+        proc = launch(launcher, *args)
+        assert proc.returncode == 0 and proc.stdout.startswith("usage: hakmem run"), describe(proc)
+
+
+def test_launcher_relative_lib_survives_chdir(launcher, libhakmem):
+    """A relative --lib becomes absolute, so a program that changes directory still preloads it."""
+    proc = subprocess.run([str(launcher), "run", "--stats", "--lib", libhakmem.name, "--", "/bin/sh", "-c",
+                           "cd / && cat /proc/self/maps"], cwd=libhakmem.parent, capture_output=True, text=True,
+                          timeout=60, env=clean_env())
+    assert proc.returncode == 0 and "ERROR: ld.so" not in proc.stderr, describe(proc)
+    assert str(libhakmem.resolve()) in proc.stdout and stats_blocks(proc.stderr) >= 1, describe(proc)
+
+
+def test_launcher_rejects_unusable_library(launcher, libhakmem, tmp_path):
+    """LD_PRELOAD splits on spaces and colons, and the loader only warns about a file it cannot load: the
+    launcher refuses such a library instead of running the program on glibc."""
+    spaced = tmp_path / "a dir" / "libhakmem.so"
+    spaced.parent.mkdir()
+    shutil.copy(libhakmem, spaced)
+    not_elf = tmp_path / "libfake.so"
+    not_elf.write_text("not a library\n")
+    for lib, words in ((spaced, "space"), (not_elf, "ELF"), (tmp_path / "missing.so", "not found")):
+        proc = launch(launcher, "run", "--lib", lib, "--", "/bin/true")
+        assert proc.returncode == 1 and words in proc.stderr, describe(proc)
+
+
+def test_launcher_command_not_found(launcher):
+    proc = launch(launcher, "run", "--", "no-such-command-hakmem")
+    assert proc.returncode == 127 and "no-such-command-hakmem" in proc.stderr, describe(proc)
 
 
 def test_launcher_exit_status(launcher):
@@ -172,7 +221,8 @@ def test_launcher_exit_status(launcher):
     assert proc.returncode == 7, "the launcher does not pass on the program's exit status" + describe(proc)
 
 
-@pytest.mark.parametrize("args", [[], ["bogus"], ["run"], ["run", "--"], ["run", "--no-such-flag", "--", "/bin/true"]],
+@pytest.mark.parametrize("args", [[], ["bogus"], ["run"], ["run", "--"], ["run", "--no-such-flag", "--", "/bin/true"],
+                                  ["lib", "--bogus"]],
                          ids=lambda a: " ".join(a) or "no-arguments")
 def test_launcher_bad_usage(launcher, args):
     proc = launch(launcher, *args)

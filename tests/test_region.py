@@ -3,11 +3,12 @@
 The program prints one "ok ..." line per part and exits non-zero with file:line on the first failure.
 It is run with HAKMEM_STATS=1 so stderr proves libhakmem was the process's allocator too.
 """
-import os
 import subprocess
 from pathlib import Path
 
 import pytest
+
+from conftest import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "build" / "tests" / "test_region"
@@ -19,8 +20,7 @@ PARTS = ["classes", "bad input", "configure", "stats", "stealing", "thread exit"
 def region_run():
     if not BIN.exists():
         subprocess.run(["make", "-C", str(ROOT / "tests"), "../build/tests/test_region"], check=True)
-    env = dict(os.environ, HAKMEM_STATS="1")
-    return subprocess.run([str(BIN)], env=env, capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(BIN)], env=clean_env({"HAKMEM_STATS": "1"}), capture_output=True, text=True, timeout=120)
 
 
 def test_region_program_passes(region_run):

@@ -66,6 +66,7 @@ def test_tight_ulimit_then_recovery(run, mode):
     proc, report = run("fault_oom", mode, 48, preexec_fn=address_space_limit(2 << 30))
     assert proc.returncode == 0, report
     assert "all scenarios passed" in proc.stdout, report
+    check_allocator(proc, mode, report)
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -192,18 +192,20 @@ runpy.run_module("test", run_name="__main__")
 
 
 def test_python_regression_suite_subset():
-    if importlib.util.find_spec("test.libregrtest") is None:
-        pytest.skip("this python has no regression test package")
+    missing = [m for m in ["libregrtest", *REGRTEST] if importlib.util.find_spec(f"test.{m}") is None]
+    if missing:  # Debian's python3 has them in libpython3.11-testsuite (.ci/run installs it)
+        pytest.skip(f"this python lacks its regression tests {', '.join(missing)}")
     results = {}
     for mode, flag in ((None, "--plain"), ("default", "--expect-hakmem")):
         argv = [sys.executable, "-c", REGRTEST_MAIN, flag, "-q", *REGRTEST]
         results[mode] = subprocess.run(argv, env=environment(mode, stats=False), capture_output=True, text=True,
                                        timeout=900)
     plain, hakmem = results[None], results["default"]
-    assert hakmem.returncode == plain.returncode, f"plain exit {plain.returncode}, hakmem exit {hakmem.returncode}\n" \
-                                                  f"{hakmem.stdout[-4000:]}\n{hakmem.stderr[-2000:]}"
+    # the subset passes on the system allocator (else the comparison below would hold for two equal failures)
+    assert plain.returncode == 0, f"plain exit {plain.returncode}\n{plain.stdout[-4000:]}\n{plain.stderr[-2000:]}"
+    assert hakmem.returncode == 0, f"hakmem exit {hakmem.returncode}\n{hakmem.stdout[-4000:]}\n{hakmem.stderr[-2000:]}"
     assert regrtest_summary(hakmem.stdout) == regrtest_summary(plain.stdout), hakmem.stdout[-4000:]
-    assert any(line.startswith("Total tests: run=") for line in regrtest_summary(plain.stdout)), plain.stdout[-3000:]
+    assert "Tests result: SUCCESS" in hakmem.stdout, hakmem.stdout[-3000:]
 
 
 PY_HEAVY = textwrap.dedent("""

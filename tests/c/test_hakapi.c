@@ -4,7 +4,8 @@
  * there it says so and exits 0). Usage:
  *   test_hakapi            all checks; exit status 0 when every check passed
  *   test_hakapi options    print NAME=value for every option (for the environment tests in test_api.py)
- *   test_hakapi print      hak_stats_print(NULL) once, to stderr */
+ *   test_hakapi print      hak_stats_print(NULL) once, to stderr
+ *   test_hakapi glibc-calls  malloc_stats() (to stderr), then mallopt(M_ARENA_MAX, 2) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <malloc.h>
@@ -259,6 +260,28 @@ static void check_stats(void) {
   struct hak_stats l3 = snap();
   CHECK(DELTA(l2, l3, large_cache_hits) >= 1, "a 2 MiB block right after freeing one was not a cache hit");
   free(b2);
+
+  tc_section("large tier: HAKMEM_LARGE_CACHE_MB bounds what the cache keeps mapped");
+  H.collect(true); /* an empty cache */
+  long saved_cap = H.option_get(HAK_OPT_LARGE_CACHE_MB);
+  CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 8), 0, "hak_option_set(LARGE_CACHE_MB, 8)");
+  void *blocks[6];
+  for (int i = 0; i < 6; i++) blocks[i] = must_malloc(3 * MiB);
+  struct hak_stats c0 = snap();
+  for (int i = 0; i < 6; i++) free(blocks[i]);
+  struct hak_stats c1 = snap();
+  /* six mappings of 3 MiB + a page went in; an 8 MiB cap keeps at most two of them */
+  CHECK(c0.mapped_bytes - c1.mapped_bytes >= 4 * 3 * MiB, "freeing 18 MiB of large blocks under an 8 MiB cache "
+        "unmapped only %llu bytes", DELTA(c1, c0, mapped_bytes));
+  CHECK(DELTA(c0, c1, munmap_calls) >= 4, "%llu munmap calls for six 3 MiB blocks under an 8 MiB cache",
+        DELTA(c0, c1, munmap_calls));
+  CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 1), 0, "hak_option_set(LARGE_CACHE_MB, 1)");
+  void *over = must_malloc(3 * MiB);
+  struct hak_stats c2 = snap();
+  free(over);
+  struct hak_stats c3 = snap();
+  CHECK(DELTA(c2, c3, munmap_calls) >= 1, "a 3 MiB block freed under a 1 MiB cache stayed mapped");
+  CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, saved_cap), 0, "restoring LARGE_CACHE_MB");
 #undef DELTA
 }
 
@@ -609,6 +632,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "print") == 0) {
     H.stats_print(NULL);
     return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "glibc-calls") == 0) {
+    malloc_stats();
+    return mallopt(M_ARENA_MAX, 2) == 1 ? 0 : 3;
   }
   printf("allocator: hakmem\n");
   check_version();

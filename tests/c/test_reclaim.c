@@ -21,7 +21,7 @@
  *   deadline: pages freed, their slices taken again by new pages before the purge delay ran out, then
  *           freed again after it: the second free gets a full delay of its own (a deadline left over
  *           from the first once purged it at the next maintenance pass).
- * Needs hakmem (hak_stats_get through dlsym); on another allocator it prints "skip" and exits 77.
+ * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline */
 #define _GNU_SOURCE
 #include <dlfcn.h>
@@ -34,12 +34,12 @@
 
 #include "hakmem.h"
 
-static int (*stats_get)(struct hak_stats *);
+static int (*stats_get_sized)(struct hak_stats *, size_t);
 static void (*collect)(bool);
 
 static struct hak_stats snap(void) {
   struct hak_stats s;
-  stats_get(&s);
+  stats_get_sized(&s, sizeof s); /* the whole struct (the sizeless exported symbol fills only 0.1.0's part) */
   return s;
 }
 
@@ -212,11 +212,11 @@ static int check_tail(void) {
   double touched = rss_mib();
   free(p); /* cached: the purge delay outlasts the test */
   struct hak_stats cached, reused;
-  stats_get(&cached);
+  stats_get_sized(&cached, sizeof cached);
   char *q = malloc(smaller);
   if (q == NULL) return fprintf(stderr, "FAIL tail: malloc(18 MiB) failed\n"), 1;
   double after = rss_mib();
-  stats_get(&reused);
+  stats_get_sized(&reused, sizeof reused);
   double uncommitted = ((double)cached.committed_bytes - (double)reused.committed_bytes) / (1 << 20);
   printf("tail: committed bytes fell by %.1f MiB\n", uncommitted);
   if (uncommitted < 5.9 || uncommitted > 6.1) {
@@ -234,14 +234,14 @@ static int check_tail(void) {
   /* the tail past 18 MiB is released and no block touched it since: reusing the mapping again for the
    * same size needs no system call */
   struct hak_stats before, later;
-  stats_get(&before);
+  stats_get_sized(&before, sizeof before);
   for (int i = 0; i < 3; i++) {
     char *r = malloc(smaller);
     if (r != p) return fprintf(stderr, "FAIL tail: round %d did not reuse the cached mapping\n", i), 1;
     memset(r, 2, smaller);
     free(r);
   }
-  stats_get(&later);
+  stats_get_sized(&later, sizeof later);
   if (later.committed_bytes != reused.committed_bytes) {
     fprintf(stderr, "FAIL tail: committed bytes moved by %lld in reuses of the same size\n",
             (long long)(later.committed_bytes - reused.committed_bytes));
@@ -251,7 +251,7 @@ static int check_tail(void) {
          (unsigned long long)(later.madvise_calls - before.madvise_calls));
   char *whole = malloc(big); /* the full size again: the released tail counts as committed once more */
   struct hak_stats regrown;
-  stats_get(&regrown);
+  stats_get_sized(&regrown, sizeof regrown);
   free(whole);
   double recommitted = ((double)regrown.committed_bytes - (double)later.committed_bytes) / (1 << 20);
   if (whole != p || recommitted < 5.9 || recommitted > 6.1) {
@@ -513,9 +513,9 @@ static int check_deadline(void) {
 }
 
 int main(int argc, char **argv) {
-  stats_get = (int (*)(struct hak_stats *))dlsym(RTLD_DEFAULT, "hak_stats_get");
+  stats_get_sized = (int (*)(struct hak_stats *, size_t))dlsym(RTLD_DEFAULT, "hak_stats_get_sized");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
-  if (stats_get == NULL || collect == NULL) {
+  if (stats_get_sized == NULL || collect == NULL) {
     puts("skip: not running on hakmem");
     return 77;
   }
