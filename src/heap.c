@@ -12,6 +12,10 @@
 #define AUTO_INTERVAL_START 64
 #define AUTO_INTERVAL_MIN 16
 #define AUTO_INTERVAL_MAX 4096
+/* Empty pages waiting in a heap's queues beyond which the next pass comes within AUTO_INTERVAL_MIN slow
+ * paths, whatever the interval: a burst of frees then retires its pages while it lasts, so that segments
+ * it empties reach the segment cache, which the purger empties even if the program then goes idle. */
+#define EMPTY_PAGES_EARLY_PASS 32
 
 hak_page hak_page_empty;
 hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
@@ -533,6 +537,9 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->used == 0 && !page->is_head) {
     note_empty(heap, page);
     heap->slow_events++;
+    if (heap->empty_pages >= EMPTY_PAGES_EARLY_PASS &&
+        (int32_t)(heap->next_maintenance - heap->slow_events) > (int32_t)AUTO_INTERVAL_MIN)
+      heap->next_maintenance = heap->slow_events + AUTO_INTERVAL_MIN;
     if (maintenance_due(heap)) heap_maintain(heap, false);
   }
 }

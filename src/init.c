@@ -26,15 +26,18 @@ static void fork_prepare(void) {
   hak_heaps_lock();
   hak_segments_lock();
   hak_large_lock();
+  hak_purger_lock();
 }
 
 static void fork_parent(void) {
+  hak_purger_unlock();
   hak_large_unlock();
   hak_segments_unlock();
   hak_heaps_unlock();
 }
 
 static void fork_child(void) {
+  hak_purger_after_fork_child();
   hak_large_after_fork_child();
   hak_segments_after_fork_child();
   hak_heaps_after_fork_child();

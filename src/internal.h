@@ -47,7 +47,9 @@
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
  * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
- * the cache is full), and cached large mappings.
+ * the cache is full), and cached large mappings. The owning threads' maintenance passes do it while
+ * they allocate; the two global caches are also emptied by the background purger (purger.c) when the
+ * program goes idle.
  *
  * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) store free-list pointers xored with a per-page key
  * and rotated (a changed low byte decodes out of range), end every small/medium block with a canary
@@ -273,6 +275,15 @@ void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key)
 #endif
 /* struct hak_stats without the process's page faults and RSS (left 0): no system call (stats.c). */
 void hak_stats_memory(struct hak_stats *out);
+/* ---- Background purger (purger.c) ------------------------------------------------------------------ */
+/* A process-wide cache took memory whose purge is due at `due_ms` and now holds `cached_bytes`: wake the
+ * purger if that deadline comes first, start it if the cache is big enough. Call it holding no lock. */
+void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
+/* Whether the purger thread was started (and not lost in a fork). */
+bool hak_purger_running(void);
+void hak_purger_lock(void);
+void hak_purger_unlock(void);
+void hak_purger_after_fork_child(void);
 /* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
 void hak_warn_raw(const char *line, size_t len);
 
@@ -333,6 +344,8 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
 hak_segment *hak_segment_reclaim_one(uintptr_t prefer);
 void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
 void hak_segment_cache_collect(bool force);
+/* Earliest purge deadline among the cached segments (hak_clock_ms time); 0 when none waits. */
+uint64_t hak_segment_cache_purge_due(void);
 void hak_segments_lock(void);
 void hak_segments_unlock(void);
 void hak_segments_after_fork_child(void);
@@ -366,6 +379,8 @@ size_t hak_large_usable(const hak_large *hdr);
 size_t hak_large_usable_claim(hak_large *hdr);
 void *hak_large_realloc(hak_large *hdr, void *p, size_t size);
 void hak_large_collect(bool force);
+/* Earliest purge deadline among the cached large mappings (hak_clock_ms time); 0 when none waits. */
+uint64_t hak_large_purge_due(void);
 void hak_large_lock(void);
 void hak_large_unlock(void);
 void hak_large_after_fork_child(void);

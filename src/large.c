@@ -286,6 +286,7 @@ void hak_large_free(hak_large *h, void *p) {
     old->next = evict;
     evict = old;
   }
+  uint64_t cached_bytes = large.bytes;
   hak_unlock(&large.lock, locked);
   while (evict != NULL) {
     hak_large *next = evict->next;
@@ -293,9 +294,25 @@ void hak_large_free(hak_large *h, void *p) {
     evict = next;
   }
   collect_at(false, now);
+  hak_purger_note(now + (uint64_t)delay, cached_bytes); /* delay > 0 here or the purger ignores it */
 }
 
 void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
+
+uint64_t hak_large_purge_due(void) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (delay <= 0 || atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return 0;
+  uint64_t due = 0;
+  bool locked = hak_lock(&large.lock);
+  for (hak_large *h = large.tail; h != NULL; h = h->prev) { /* oldest first */
+    if (!h->purged) {
+      due = h->freed_ms + (uint64_t)delay;
+      break;
+    }
+  }
+  hak_unlock(&large.lock, locked);
+  return due;
+}
 
 /* hak_large_collect with the clock already read (a free has just read it). */
 static void collect_at(bool force, uint64_t now) {

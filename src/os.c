@@ -2,6 +2,8 @@
 #include "os.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <signal.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -125,4 +127,18 @@ uint64_t hak_clock_ms(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+int hak_os_thread_start(void *(*main)(void *)) {
+  pthread_attr_t attr;
+  pthread_t th;
+  sigset_t all, old;
+  sigfillset(&all);
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_sigmask(SIG_SETMASK, &all, &old); /* the new thread inherits the mask */
+  int rc = pthread_create(&th, &attr, main, NULL);
+  pthread_sigmask(SIG_SETMASK, &old, NULL);
+  pthread_attr_destroy(&attr);
+  return rc;
 }

@@ -20,7 +20,6 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
-#include <signal.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <time.h>
@@ -539,17 +538,7 @@ static void bg_ensure(void) {
   if (start) atomic_store_explicit(&bg_running, true, memory_order_relaxed);
   pthread_mutex_unlock(&cfg_lock);
   if (!start) return;
-  pthread_attr_t attr;
-  pthread_t th;
-  sigset_t all, old;
-  sigfillset(&all);
-  pthread_attr_init(&attr);
-  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
-  pthread_sigmask(SIG_SETMASK, &all, &old);
-  int rc = pthread_create(&th, &attr, bg_main, NULL);
-  pthread_sigmask(SIG_SETMASK, &old, NULL);
-  pthread_attr_destroy(&attr);
-  if (rc != 0) {
+  if (hak_os_thread_start(bg_main) != 0) {
     pthread_mutex_lock(&cfg_lock);
     atomic_store_explicit(&bg_running, false, memory_order_relaxed);
     pthread_mutex_unlock(&cfg_lock);

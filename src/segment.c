@@ -239,8 +239,14 @@ void hak_segment_release(hak_heap *heap, hak_segment *seg) {
     list_remove(&segs.cache, evict);
     segs.cache_count--;
   }
+  uint64_t due = seg->purge_due_ms, cached_bytes = (uint64_t)segs.cache_count * HAK_SEGMENT_SIZE;
   pthread_mutex_unlock(&segs.lock);
   if (evict != NULL) segment_unmap(evict);
+  if (due != 0) hak_purger_note(due, cached_bytes);
+}
+
+uint64_t hak_segment_cache_purge_due(void) {
+  return atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
 }
 
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {

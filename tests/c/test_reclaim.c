@@ -20,17 +20,23 @@
  *           most recently abandoned one;
  *   deadline: pages freed, their slices taken again by new pages before the purge delay ran out, then
  *           freed again after it: the second free gets a full delay of its own (a deadline left over
- *           from the first once purged it at the next maintenance pass).
+ *           from the first once purged it at the next maintenance pass);
+ *   asleep: a burst of large blocks, then one of small blocks, all freed, then no call at all: the memory
+ *           comes back within a few purge delays anyway (the background purger), also in a forked child;
+ *           a program that never cached much has no thread but its own.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline */
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline|asleep */
 #define _GNU_SOURCE
+#include <dirent.h>
 #include <dlfcn.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "hakmem.h"
 
@@ -512,6 +518,88 @@ static int check_deadline(void) {
   return 0;
 }
 
+/* ---- asleep: memory comes back while the program makes no call --------------------------------------- */
+
+static long rss_kib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long size = 0, resident = 0;
+  if (f == NULL || fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
+  if (f != NULL) fclose(f);
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  if (d != NULL) closedir(d);
+  return n;
+}
+
+/* Sleep in steps of 50 ms until RSS is at most `limit_kib` or `max_ms` passed; the RSS reached. */
+static long sleep_until_rss(long limit_kib, int max_ms) {
+  long rss = rss_kib();
+  for (int waited = 0; rss > limit_kib && waited < max_ms; waited += 50) {
+    struct timespec step = {0, 50 * 1000000L};
+    nanosleep(&step, NULL);
+    rss = rss_kib();
+  }
+  return rss;
+}
+
+/* Both bursts in the calling process; 0 when their memory came back. `who` names the process. */
+static int bursts_then_sleep(const char *who) {
+  enum { LARGE = 10, SMALL = 200000 };
+  const long limit_kib = 32 << 10;
+  static char *big[LARGE];
+  for (int i = 0; i < LARGE; i++) {
+    big[i] = malloc((size_t)(20 + i) << 20);
+    if (big[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc of %d MiB\n", 20 + i), 1;
+    memset(big[i], 1, (size_t)(20 + i) << 20);
+  }
+  for (int i = 0; i < LARGE; i++) free(big[i]);
+  long cached = rss_kib();
+  long after_large = sleep_until_rss(limit_kib, 3000);
+  char **small = malloc(SMALL * sizeof *small);
+  if (small == NULL) return fprintf(stderr, "FAIL asleep: malloc of the pointer array\n"), 1;
+  for (int i = 0; i < SMALL; i++) {
+    small[i] = malloc(1000);
+    if (small[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc(1000)\n"), 1;
+    memset(small[i], 2, 1000);
+  }
+  for (int i = 0; i < SMALL; i++) free(small[i]);
+  free(small);
+  long freed = rss_kib();
+  long after_small = sleep_until_rss(limit_kib, 3000);
+  printf("asleep: %s: large blocks freed %ld KiB resident, asleep %ld; small blocks freed %ld, asleep %ld; "
+         "threads %d\n", who, cached, after_large, freed, after_small, thread_count());
+  if (cached < 200 << 10 || freed <= limit_kib) /* the delay had not passed: the caches must still hold them */
+    return fprintf(stderr, "FAIL asleep (%s): freed memory was not cached (the test proves nothing)\n", who), 1;
+  if (after_large > limit_kib || after_small > limit_kib)
+    return fprintf(stderr, "FAIL asleep (%s): freed memory stayed resident while the program slept\n", who), 1;
+  return 0;
+}
+
+static int check_asleep(void) {
+  free(malloc(1000));
+  free(malloc(1 << 20));
+  if (thread_count() != 1)
+    return fprintf(stderr, "FAIL asleep: %d threads in a program that cached 1 MiB\n", thread_count()), 1;
+  if (bursts_then_sleep("parent") != 0) return 1;
+  fflush(stdout);
+  pid_t pid = fork();
+  if (pid < 0) return fprintf(stderr, "FAIL asleep: fork\n"), 1;
+  if (pid == 0) {
+    int rc = bursts_then_sleep("child");
+    fflush(stdout);
+    _exit(rc);
+  }
+  int status = 0;
+  if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return fprintf(stderr, "FAIL asleep: the forked child failed (status %#x)\n", status), 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   stats_get_sized = (int (*)(struct hak_stats *, size_t))dlsym(RTLD_DEFAULT, "hak_stats_get_sized");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -529,6 +617,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
   if (argc == 2 && strcmp(argv[1], "hint") == 0) return check_hint();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
+  if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline\n");
   return 2;
 }
