@@ -16,6 +16,8 @@
  * paths, whatever the interval: a burst of frees then retires its pages while it lasts, so that segments
  * it empties reach the segment cache, which the purger empties even if the program then goes idle. */
 #define EMPTY_PAGES_EARLY_PASS 32
+/* Slow-path events between the passes that fold the counts of every page into the statistics. */
+#define COUNTS_FOLD_EVENTS 1024u
 
 hak_page hak_page_empty;
 hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
@@ -144,6 +146,7 @@ static void heap_reset(hak_heap *heap) {
   heap->empty_pages = 0;
   heap->slow_events = 0;
   heap->next_maintenance = 0;
+  heap->counts_folded_at = 0;
   heap->auto_interval = AUTO_INTERVAL_START;
   heap->thrash_events = 0;
   heap->retired_classes = 0;
@@ -267,7 +270,12 @@ static void heap_maintain(hak_heap *heap, bool force) {
     rescue_full_pages(heap, cls);
   }
   if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
-  hak_heap_flush_counts(heap); /* pages set aside unflushed (rotate_queue) show in the statistics too */
+  /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
+   * slow paths, since it walks every page and a pass may come every AUTO_INTERVAL_MIN */
+  if (heap->slow_events - heap->counts_folded_at >= COUNTS_FOLD_EVENTS) {
+    hak_heap_flush_counts(heap);
+    heap->counts_folded_at = heap->slow_events;
+  }
   uint64_t now = hak_clock_ms();
   bool purge_pending = false;
   for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
@@ -277,6 +285,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
   heap->work_pending = purge_pending || heap->empty_pages != 0;
   hak_segment_cache_collect(false);
   hak_large_collect(false);
+  hak_purger_start_pending(); /* a segment this pass released may have asked for it */
 }
 
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
@@ -637,6 +646,7 @@ static void collect_all_pages(hak_heap *heap) {
 void hak_heaps_collect(bool force) {
   hak_heap *heap = hak_tls_heap;
   if (heap != &hak_heap_empty) {
+    hak_heap_flush_counts(heap); /* statistics read after an explicit collect are up to date */
     if (force) {
       hak_segment *seg;
       while ((seg = hak_segment_reclaim_one(0)) != NULL) hak_heap_adopt(heap, seg);

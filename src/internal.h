@@ -229,6 +229,7 @@ struct hak_heap {
   uint32_t empty_pages;
   uint32_t slow_events;                /* slow-path visits, the heap's clock for page retirement */
   uint32_t next_maintenance;           /* slow_events value of the next maintenance pass */
+  uint32_t counts_folded_at;           /* slow_events when a pass last folded every page's counts */
   uint32_t auto_interval;              /* self-tuned maintenance interval (HAKMEM_DRAIN_INTERVAL=0) */
   uint32_t thrash_events;              /* since the last pass: new pages for a class that just retired one */
   bool work_pending;                   /* the last pass left empty pages or purges waiting */
@@ -277,10 +278,11 @@ void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key)
 void hak_stats_memory(struct hak_stats *out);
 /* ---- Background purger (purger.c) ------------------------------------------------------------------ */
 /* A process-wide cache took memory whose purge is due at `due_ms` and now holds `cached_bytes`: wake the
- * purger if that deadline comes first, start it if the cache is big enough. Call it holding no lock. */
+ * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock. */
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
-/* Whether the purger thread was started (and not lost in a fork). */
-bool hak_purger_running(void);
+/* Create the purger thread if a note asked for it. Only where re-entering malloc is safe (pthread_create
+ * allocates): the end of a large free or of a maintenance pass. */
+void hak_purger_start_pending(void);
 void hak_purger_lock(void);
 void hak_purger_unlock(void);
 void hak_purger_after_fork_child(void);

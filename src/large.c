@@ -66,6 +66,18 @@ static void cache_unlink(hak_large *h) {
   if (!h->purged) HAK_COUNT_N(large.unpurged, (uint64_t)-1);
 }
 
+/* Put an unpurged mapping at the head of the cache: the most recently freed end. */
+static void cache_push_head(hak_large *h) {
+  h->prev = NULL;
+  h->next = large.head;
+  if (large.head) large.head->prev = h;
+  else large.tail = h;
+  large.head = h;
+  HAK_COUNT_N(large.count, 1);
+  large.bytes += h->map_size;
+  HAK_COUNT_N(large.unpurged, 1);
+}
+
 /* Committed-bytes accounting (os.h) of the mapping's last `tail` bytes, given back while it stays mapped. */
 static void set_released_tail(hak_large *h, size_t tail) {
   if (tail > h->released_tail) hak_os_uncommit(tail - h->released_tail);
@@ -272,14 +284,7 @@ void hak_large_free(hak_large *h, void *p) {
   h->freed_ms = now;
   hak_large *evict = NULL;
   bool locked = hak_lock(&large.lock);
-  h->prev = NULL;
-  h->next = large.head;
-  if (large.head) large.head->prev = h;
-  else large.tail = h;
-  large.head = h;
-  HAK_COUNT_N(large.count, 1);
-  large.bytes += h->map_size;
-  HAK_COUNT_N(large.unpurged, 1);
+  cache_push_head(h);
   while (large.bytes > cap || atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
     hak_large *old = large.tail;
     cache_unlink(old);
@@ -295,6 +300,7 @@ void hak_large_free(hak_large *h, void *p) {
   }
   collect_at(false, now);
   hak_purger_note(now + (uint64_t)delay, cached_bytes); /* delay > 0 here or the purger ignores it */
+  hak_purger_start_pending();
 }
 
 void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
@@ -331,7 +337,9 @@ static void collect_at(bool force, uint64_t now) {
     }
   } else {
     /* an entry may carry a later time than `now`: its free read the clock after this caller did */
-    for (hak_large *h = large.tail; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = h->prev) {
+    hak_large *refused = NULL;
+    for (hak_large *h = large.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
+      prev = h->prev;
       if (h->purged) continue;
       if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
         h->purged = true;
@@ -339,7 +347,17 @@ static void collect_at(bool force, uint64_t now) {
         if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
         set_released_tail(h, 0); /* the purge took the whole mapping off the count */
         HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+      } else { /* refused (locked memory...): try again a delay from now, not at every pass */
+        cache_unlink(h);
+        h->next = refused;
+        refused = h;
       }
+    }
+    while (refused != NULL) { /* back at the head, the place of a mapping freed `now` */
+      hak_large *h = refused;
+      refused = h->next;
+      h->freed_ms = now;
+      cache_push_head(h);
     }
   }
   hak_unlock(&large.lock, locked);

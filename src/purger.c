@@ -4,32 +4,43 @@
  * allocates, the threads' own maintenance passes do the same work (heap.c); the purger only covers the
  * silence after.
  *
- * The thread starts the first time the caches hold more than HAK_PURGER_START_BYTES waiting to be purged
- * (never with HAKMEM_PURGE_DELAY_MS of 0 or -1), so small programs stay single-threaded and keep sync.h's
- * lock-free paths. It sleeps until the earliest deadline the caches report, is woken only when a new
- * deadline comes earlier than the one it sleeps for, and touches nothing but those two lock-protected
- * caches. Memory still in a thread's own pages (empty pages not yet retired) is not its business: that
- * thread's next allocations, hak_collect or malloc_trim return it.
+ * When: a note from either cache (hak_purger_note) asks for the thread once that cache holds more than
+ * HAK_PURGER_START_BYTES, purged or not; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or -1.
+ * Small programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread runs,
+ * every large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost). The thread is
+ * created at a safe point (hak_purger_start_pending: the end of a large free or of a maintenance pass),
+ * not inside the note, since pthread_create allocates and a note may come from the middle of a heap walk.
+ * If it cannot be created (a sandbox refusing clone), idle purging stays off for the process.
  *
- * Fork: the child has no purger; the next note starts one. */
+ * How: it sleeps until the earliest deadline the caches report and is woken only when a note brings an
+ * earlier one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one
+ * delay later, not at once. It touches nothing but the two caches, under their locks.
+ *
+ * Not covered: memory in a thread's own segments (dirty free slices, empty pages not yet retired) and in
+ * segments abandoned by exited threads waits for allocator activity, hak_collect or malloc_trim. A forked
+ * child has no purger until a note of its own asks for one. */
 #include <pthread.h>
 #include <time.h>
 
 #include "internal.h"
 
-/* Cached bytes above which the first note starts the thread. */
+/* Cached bytes above which a note asks for the thread. */
 #define HAK_PURGER_START_BYTES ((uint64_t)32 << 20)
 /* Slack added to every sleep: deadlines are read with the coarse clock (hak_clock_ms), which lags the one
  * the sleep is timed with by up to a tick; waking a little late spares a second wake-up. */
 #define SLEEP_SLACK_MS 10
 
+enum { IDLE, PENDING, RUNNING, FAILED }; /* purger.state */
+
 static struct {
   pthread_mutex_t lock;
   pthread_cond_t wake;
-  uint64_t due_ms;        /* earliest deadline the thread knows of; 0: none (sleeps until told) */
-  _Atomic uint64_t sleep_until_ms; /* read without the lock by notes: 0 while no deadline is known */
-  _Atomic bool running;
+  uint64_t due_ms;                 /* earliest deadline the thread knows of; 0: none (sleeps until told) */
+  _Atomic uint64_t sleep_until_ms; /* due_ms, for notes to read without the lock */
+  _Atomic int state;
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER};
+
+static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 
 static void init_wake(void) {
   pthread_condattr_t ca;
@@ -38,8 +49,6 @@ static void init_wake(void) {
   pthread_cond_init(&purger.wake, &ca);
   pthread_condattr_destroy(&ca);
 }
-
-static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
@@ -72,6 +81,9 @@ static void *purger_main(void *arg) {
     hak_large_collect(false);
     hak_segment_cache_collect(false);
     uint64_t next = earliest(hak_large_purge_due(), hak_segment_cache_purge_due());
+    uint64_t now = hak_clock_ms();
+    long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+    if (next != 0 && next <= now) next = now + (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS); /* no progress */
     pthread_mutex_lock(&purger.lock);
     purger.due_ms = earliest(purger.due_ms, next);
     atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
@@ -80,38 +92,41 @@ static void *purger_main(void *arg) {
   return arg;
 }
 
-static void start(void) {
-  if (hak_os_thread_start(purger_main) != 0)
-    atomic_store_explicit(&purger.running, false, memory_order_release); /* a later note retries */
-}
-
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
-  bool running = atomic_load_explicit(&purger.running, memory_order_acquire);
-  if (!running && cached_bytes <= HAK_PURGER_START_BYTES) return;
-  if (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] <= 0) return;
+  int state = atomic_load_explicit(&purger.state, memory_order_acquire);
+  if (state == FAILED || (state == IDLE && cached_bytes <= HAK_PURGER_START_BYTES)) return;
+  if (hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 0 || hak_opts.value[HAK_OPT_PURGE_DELAY_MS] <= 0) return;
   uint64_t planned = atomic_load_explicit(&purger.sleep_until_ms, memory_order_relaxed);
-  if (running && planned != 0 && planned <= due_ms) return; /* it wakes before then anyway: the usual case */
+  if (state == RUNNING && planned != 0 && planned <= due_ms) return; /* it wakes before then anyway */
   pthread_once(&wake_once, init_wake);
   pthread_mutex_lock(&purger.lock);
-  bool signal = running && (purger.due_ms == 0 || due_ms < purger.due_ms);
+  bool signal = purger.due_ms == 0 || due_ms < purger.due_ms;
   purger.due_ms = earliest(purger.due_ms, due_ms);
   atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
-  bool launch = !atomic_load_explicit(&purger.running, memory_order_relaxed);
-  if (launch) atomic_store_explicit(&purger.running, true, memory_order_relaxed);
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == IDLE)
+    atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
   pthread_mutex_unlock(&purger.lock);
-  if (signal) pthread_cond_signal(&purger.wake);
-  if (launch) start(); /* without the lock: pthread_create may allocate */
+  if (signal && state == RUNNING) pthread_cond_signal(&purger.wake);
 }
 
-bool hak_purger_running(void) { return atomic_load_explicit(&purger.running, memory_order_acquire); }
+void hak_purger_start_pending(void) {
+  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING)) return;
+  pthread_mutex_lock(&purger.lock);
+  bool start = atomic_load_explicit(&purger.state, memory_order_relaxed) == PENDING;
+  if (start) atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);
+  pthread_mutex_unlock(&purger.lock);
+  if (start && hak_os_thread_start(purger_main) != 0)
+    atomic_store_explicit(&purger.state, FAILED, memory_order_release); /* retrying could cost a clone per free */
+}
 
 void hak_purger_lock(void) { pthread_mutex_lock(&purger.lock); }
 void hak_purger_unlock(void) { pthread_mutex_unlock(&purger.lock); }
 
 void hak_purger_after_fork_child(void) {
   pthread_mutex_init(&purger.lock, NULL);
-  if (atomic_load_explicit(&purger.running, memory_order_relaxed)) init_wake(); /* the parent's may be mid-wait */
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == RUNNING) init_wake(); /* may be mid-wait */
   purger.due_ms = 0;
   atomic_store_explicit(&purger.sleep_until_ms, 0, memory_order_relaxed);
-  atomic_store_explicit(&purger.running, false, memory_order_relaxed);
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) != FAILED)
+    atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
 }

@@ -15,6 +15,10 @@
  * flag again once it is cleared (a forked child of a threaded parent keeps locking), but a later glibc
  * may, after the last join, and a lock taken must be released.
  *
+ * hakmem creates threads of its own outside these sections: the region module's release thread (on first
+ * use of regions) and the background purger (purger.c, once the shared caches hold over 32 MiB). From
+ * then on every guarded section locks, for the rest of the process.
+ *
  * Not seen: threads made with a raw clone() rather than pthread_create. And a signal handler that calls
  * malloc or free for a large block while the only thread is inside a guarded section corrupts the cache
  * instead of deadlocking on the mutex (neither is allowed: malloc is not async-signal-safe). glibc's

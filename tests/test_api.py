@@ -34,7 +34,7 @@ def read_options(test_binary, run_plain, env=None):
     proc = run_plain([test_binary("test_hakapi"), "options"], env=env)
     assert proc.returncode == 0, describe(proc)
     values = dict(re.findall(r"^(HAKMEM_\w+)=(-?\d+)$", proc.stdout, re.M))
-    assert len(values) == 8, describe(proc)
+    assert len(values) == 9, describe(proc)
     return {k: int(v) for k, v in values.items()}, proc
 
 
@@ -55,6 +55,8 @@ OPTION_CASES = [
     ({"HAKMEM_PROFILE": "balanced"}, {"HAKMEM_PROFILE": 1}),
     ({"HAKMEM_PROFILE": "lean"}, {"HAKMEM_PROFILE": 2}),
     ({"HAKMEM_HUGE_PAGES": "1"}, {"HAKMEM_HUGE_PAGES": 1}),
+    ({"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_BACKGROUND_PURGE": 0}),
+    ({"HAKMEM_PROFILE": "fast", "HAKMEM_BACKGROUND_PURGE": "1"}, {"HAKMEM_BACKGROUND_PURGE": 1}),
     ({"HAKMEM_VERBOSE": "0"}, {"HAKMEM_VERBOSE": 0}),
 ]
 
@@ -76,7 +78,7 @@ def readme_presets():
         assert len(values) == 3, f"README row {var}: {cell!r}"
         for profile, value in enumerate(values):
             presets[profile][var] = names[value] if value in names else int(value)
-    assert len(presets[0]) == 5, f"expected five preset rows in the README's option table, got {presets[0]}"
+    assert len(presets[0]) == 6, f"expected six preset rows in the README's option table, got {presets[0]}"
     return presets
 
 

@@ -13,7 +13,7 @@ from conftest import describe
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "hint",
-                                  "deadline", "asleep"])
+                                  "deadline", "asleep", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;
     # aged, idle: a short delay that the loop outlasts
@@ -21,8 +21,21 @@ def test_memory_comes_back(run_program, case, variant):
            "tail": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "reuse": {"HAKMEM_PURGE_DELAY_MS": "60000"},
            "aged": {"HAKMEM_PURGE_DELAY_MS": "20"}, "idle": {"HAKMEM_PURGE_DELAY_MS": "20"},
            "deadline": {"HAKMEM_PURGE_DELAY_MS": "1000", "HAKMEM_DRAIN_INTERVAL": "1"},
-           # asleep: long enough that RSS is read before the purge, short enough to wait for it
-           "asleep": {"HAKMEM_PURGE_DELAY_MS": "400"}}.get(case)
+           # asleep: long enough that RSS is read before the purge, short enough to wait for it; the
+           # balanced profile's purge mode and cache size whatever the caller's environment
+           "asleep": {"HAKMEM_PURGE_DELAY_MS": "400", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_LARGE_CACHE_MB": "1024",
+                      "HAKMEM_BACKGROUND_PURGE": "1"},
+           "refused": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"}}.get(case)
     proc = run_program("test_reclaim", variant, args=(case,), env=env, timeout=120)
     assert proc.returncode == 0, describe(proc)
     assert f"{case}:" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("env", [{"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_PROFILE": "fast"},
+                                 {"HAKMEM_PURGE_DELAY_MS": "0"}, {"HAKMEM_PURGE_DELAY_MS": "-1"}],
+                         ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()))
+def test_no_purger_thread_when_off(run_program, env):
+    """Where idle purging is off (the option, the fast profile, or a purge delay of 0 or -1) a large
+    burst starts no thread: the process keeps its single-threaded paths."""
+    proc = run_program("test_reclaim", "linked", args=("one-thread",), env=env, timeout=120)
+    assert proc.returncode == 0 and "one-thread: threads 1" in proc.stdout, describe(proc)

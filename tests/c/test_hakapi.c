@@ -84,7 +84,8 @@ static void check_options(void) {
   tc_section("hak_option_name / get / set");
   static const char *const names[HAK_OPT_COUNT] = {
       "HAKMEM_STATS",      "HAKMEM_VERBOSE",        "HAKMEM_PROFILE",        "HAKMEM_PURGE_DELAY_MS",
-      "HAKMEM_PURGE_MODE", "HAKMEM_HUGE_PAGES",     "HAKMEM_DRAIN_INTERVAL", "HAKMEM_LARGE_CACHE_MB"};
+      "HAKMEM_PURGE_MODE", "HAKMEM_HUGE_PAGES",     "HAKMEM_DRAIN_INTERVAL", "HAKMEM_LARGE_CACHE_MB",
+      "HAKMEM_BACKGROUND_PURGE"};
   for (int i = 0; i < HAK_OPT_COUNT; i++) {
     const char *n = H.option_name((enum hak_option)i);
     CHECK(n != NULL && strcmp(n, names[i]) == 0, "hak_option_name(%d) = \"%s\", expected \"%s\"", i,

@@ -23,9 +23,12 @@
  *           from the first once purged it at the next maintenance pass);
  *   asleep: a burst of large blocks, then one of small blocks, all freed, then no call at all: the memory
  *           comes back within a few purge delays anyway (the background purger), also in a forked child;
- *           a program that never cached much has no thread but its own.
+ *           a program that never cached much has no thread but its own;
+ *   one-thread: the same large burst starts no thread where the environment turns idle purging off;
+ *   refused: with all memory locked (mlockall) the kernel refuses every purge: the purger must retry
+ *           them a delay later, not spin on them while the program sleeps.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline|asleep */
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline|asleep|one-thread|refused */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -34,6 +37,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -600,6 +604,50 @@ static int check_asleep(void) {
   return 0;
 }
 
+/* A burst of large blocks (245 MiB), all live together, then all freed; returns 0 on success. */
+static int large_burst(void) {
+  char *p[10];
+  for (int i = 0; i < 10; i++) {
+    size_t size = (size_t)(20 + i) << 20;
+    p[i] = malloc(size);
+    if (p[i] == NULL) return fprintf(stderr, "FAIL: malloc of %zu bytes\n", size), 1;
+    memset(p[i], 1, size);
+  }
+  for (int i = 0; i < 10; i++) free(p[i]);
+  return 0;
+}
+
+static int check_one_thread(void) {
+  if (large_burst() != 0) return 1;
+  struct timespec wait = {0, 300 * 1000000L};
+  nanosleep(&wait, NULL);
+  printf("one-thread: threads %d after a 245 MiB burst\n", thread_count());
+  if (thread_count() != 1) return fprintf(stderr, "FAIL one-thread: a thread started\n"), 1;
+  return 0;
+}
+
+static double cpu_seconds(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + (double)t.tv_nsec / 1e9;
+}
+
+static int check_refused(void) {
+  if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+    printf("refused: skip (mlockall failed: not allowed to lock memory here)\n");
+    return 77;
+  }
+  if (large_burst() != 0) return 1;
+  double before = cpu_seconds();
+  struct timespec wait = {1, 0};
+  nanosleep(&wait, NULL);
+  double used = cpu_seconds() - before;
+  printf("refused: %.3f s of CPU during 1 s of sleep with every purge refused, threads %d\n", used, thread_count());
+  if (thread_count() != 2) return fprintf(stderr, "FAIL refused: the purger did not start\n"), 1;
+  if (used > 0.1) return fprintf(stderr, "FAIL refused: the purger spun on purges the kernel refused\n"), 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   stats_get_sized = (int (*)(struct hak_stats *, size_t))dlsym(RTLD_DEFAULT, "hak_stats_get_sized");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -618,6 +666,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "hint") == 0) return check_hint();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
+  if (argc == 2 && strcmp(argv[1], "one-thread") == 0) return check_one_thread();
+  if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline\n");
   return 2;
 }
