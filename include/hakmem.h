@@ -105,9 +105,9 @@ struct hak_stats {
                                              are counted exactly. Small and medium ones are counted per
                                              thread, on its slow paths: exact for the calling thread's own
                                              allocations and frees; another running thread's latest ones
-                                             show at its next maintenance pass (every HAKMEM_DRAIN_INTERVAL
-                                             of its slow paths; 16 to 4096 when self-tuned) or when it
-                                             exits. A block freed by a thread other than its owner counts
+                                             show at the first of its maintenance passes after 1024 more of
+                                             its slow paths, at hak_collect called by that thread, or when
+                                             it exits. A block freed by a thread other than its owner counts
                                              as live until the owner collects it (when it next takes that
                                              page's remote frees, or at hak_collect(true) in the owner; for
                                              an owner that exited, once a thread takes its memory over: at

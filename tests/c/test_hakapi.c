@@ -437,9 +437,9 @@ static void check_live(void) {
 #undef LIVE
 }
 
-/* Another running thread's blocks show in the counts once it runs a maintenance pass (here through
- * hak_collect(false), which runs one and collects nothing else): pages it set aside without folding
- * their counts are folded then. */
+/* Another running thread's blocks show in the counts once it folds them (here through hak_collect(false),
+ * which folds every page's counts and collects nothing else): pages it set aside without folding their
+ * counts are folded then. */
 static pthread_barrier_t live_barrier;
 
 static void *live_worker(void *arg) {
@@ -454,7 +454,7 @@ static void *live_worker(void *arg) {
 }
 
 static void check_live_other_thread(void) {
-  tc_section("hak_stats live_blocks: another running thread's blocks count after its maintenance pass");
+  tc_section("hak_stats live_blocks: another running thread's blocks count once it folds its counts");
   static void *blocks[100];
   REQUIRE(pthread_barrier_init(&live_barrier, NULL, 2) == 0, "pthread_barrier_init");
   pthread_t t;
@@ -466,7 +466,7 @@ static void check_live_other_thread(void) {
   pthread_barrier_wait(&live_barrier);
   REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
   CHECK_EQ(b.live_blocks[HAK_TIER_SMALL] - a.live_blocks[HAK_TIER_SMALL], 100,
-           "live small blocks after a running thread allocated 100 and ran a maintenance pass");
+           "live small blocks after a running thread allocated 100 and called hak_collect(false)");
   pthread_barrier_destroy(&live_barrier);
 }
 
