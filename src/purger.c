@@ -16,9 +16,10 @@
  * earlier one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one
  * delay later, not at once. It touches nothing but the two caches, under their locks.
  *
- * Not covered: memory in a thread's own segments (dirty free slices, empty pages not yet retired) and in
- * segments abandoned by exited threads waits for allocator activity, hak_collect or malloc_trim. A forked
- * child has no purger until a note of its own asks for one. */
+ * The segment cache's collection also purges the free slices of segments abandoned by exited threads
+ * (nobody's until reclaimed under the same lock). Not covered: memory in a live thread's own segments
+ * (dirty free slices, empty pages not yet retired), which waits for that thread's allocator activity,
+ * hak_collect or malloc_trim. A forked child has no purger until a note of its own asks for one. */
 #include <pthread.h>
 #include <time.h>
 

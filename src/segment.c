@@ -16,7 +16,7 @@ static struct {
   unsigned cache_count;
   hak_segment *abandoned; /* segments of exited threads that still hold live blocks */
   _Atomic unsigned abandoned_count;
-  _Atomic uint64_t cache_purge_due_ms; /* earliest purge due in the cache; 0: nothing to purge */
+  _Atomic uint64_t cache_purge_due_ms; /* earliest purge due in the cache or the abandoned list; 0: none */
   _Atomic uint64_t reclaimed;
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -223,16 +223,19 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) hak_segment_release(heap, seg);
 }
 
+/* The earliest purge deadline of the two lists takes `due` into account (segs.lock held). */
+static void note_due_locked(uint64_t due) {
+  if (due == 0) return;
+  uint64_t old = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+  if (old == 0 || due < old) atomic_store_explicit(&segs.cache_purge_due_ms, due, memory_order_relaxed);
+}
+
 void hak_segment_release(hak_heap *heap, hak_segment *seg) {
   if (heap != NULL) disown(heap, seg);
   hak_segment *evict = NULL;
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.cache, seg);
-  if (seg->purge_due_ms != 0) {
-    uint64_t due = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
-    if (due == 0 || seg->purge_due_ms < due)
-      atomic_store_explicit(&segs.cache_purge_due_ms, seg->purge_due_ms, memory_order_relaxed);
-  }
+  note_due_locked(seg->purge_due_ms);
   if (++segs.cache_count > SEGMENT_CACHE_MAX && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] >= 0) {
     for (evict = segs.cache; evict->next != NULL; evict = evict->next) {
     }
@@ -249,12 +252,19 @@ uint64_t hak_segment_cache_purge_due(void) {
   return atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
 }
 
+/* An abandoned segment's free slices are nobody's until a thread reclaims it (under segs.lock), so the
+ * collection below may purge them like a cached segment's: an idle program gets them back too. */
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   disown(heap, seg);
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.abandoned, seg);
-  pthread_mutex_unlock(&segs.lock);
+  uint64_t due = seg->purge_due_ms;
+  note_due_locked(due);
   atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
+  uint64_t held = (uint64_t)(segs.cache_count + atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed)) *
+                  HAK_SEGMENT_SIZE;
+  pthread_mutex_unlock(&segs.lock);
+  if (due != 0) hak_purger_note(due, held);
 }
 
 hak_segment *hak_segment_reclaim_one(uintptr_t prefer) {
@@ -289,9 +299,11 @@ void hak_segment_cache_collect(bool force) {
     segs.cache_count = 0;
   }
   uint64_t next_due = 0;
-  for (hak_segment *seg = segs.cache; seg != NULL; seg = seg->next) {
-    hak_segment_purge(seg, now, false);
-    if (seg->purge_due_ms != 0 && (next_due == 0 || seg->purge_due_ms < next_due)) next_due = seg->purge_due_ms;
+  for (int list = 0; list < 2; list++) {
+    for (hak_segment *seg = list == 0 ? segs.cache : segs.abandoned; seg != NULL; seg = seg->next) {
+      hak_segment_purge(seg, now, false);
+      if (seg->purge_due_ms != 0 && (next_due == 0 || seg->purge_due_ms < next_due)) next_due = seg->purge_due_ms;
+    }
   }
   atomic_store_explicit(&segs.cache_purge_due_ms, next_due, memory_order_relaxed);
   pthread_mutex_unlock(&segs.lock);

@@ -584,12 +584,42 @@ static int bursts_then_sleep(const char *who) {
   return 0;
 }
 
+/* A thread that frees all but one in 2,000 of its 60,000 blocks and exits: its segments are abandoned
+ * with those few live blocks and many freed slices. */
+enum { EXITED_BLOCKS = 60000, EXITED_KEEP_EVERY = 2000 };
+static void *exited_kept[EXITED_BLOCKS / EXITED_KEEP_EVERY];
+
+static void *exiting_thread(void *arg) {
+  (void)arg;
+  static char *blocks[EXITED_BLOCKS];
+  for (int i = 0; i < EXITED_BLOCKS; i++) {
+    blocks[i] = malloc(1000);
+    if (blocks[i] == NULL) return NULL;
+    memset(blocks[i], 3, 1000);
+  }
+  for (int i = 0; i < EXITED_BLOCKS; i++) {
+    if (i % EXITED_KEEP_EVERY == 0) exited_kept[i / EXITED_KEEP_EVERY] = blocks[i];
+    else free(blocks[i]);
+  }
+  return arg;
+}
+
 static int check_asleep(void) {
   free(malloc(1000));
   free(malloc(1 << 20));
   if (thread_count() != 1)
     return fprintf(stderr, "FAIL asleep: %d threads in a program that cached 1 MiB\n", thread_count()), 1;
   if (bursts_then_sleep("parent") != 0) return 1;
+  const long limit_kib = 32 << 10;
+  pthread_t t;
+  if (pthread_create(&t, NULL, exiting_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
+    return fprintf(stderr, "FAIL asleep: thread\n"), 1;
+  long left = rss_kib(), asleep = sleep_until_rss(limit_kib, 3000);
+  printf("asleep: exited thread: %ld KiB resident after it exited, asleep %ld\n", left, asleep);
+  if (left <= limit_kib) return fprintf(stderr, "FAIL asleep: the exited thread's memory was purged at once\n"), 1;
+  if (asleep > limit_kib)
+    return fprintf(stderr, "FAIL asleep: an exited thread's freed memory stayed resident while the program slept\n"), 1;
+  for (size_t i = 0; i < sizeof exited_kept / sizeof exited_kept[0]; i++) free(exited_kept[i]);
   fflush(stdout);
   pid_t pid = fork();
   if (pid < 0) return fprintf(stderr, "FAIL asleep: fork\n"), 1;
