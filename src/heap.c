@@ -622,6 +622,9 @@ void hak_heap_thread_done(void *arg) {
   pthread_mutex_lock(&heaps.lock);
   heap->in_use = false;
   pthread_mutex_unlock(&heaps.lock);
+  /* its abandoned segments may have asked for the purger, and the other threads may all be idle; from here
+   * this thread's allocations (pthread_create's) go to the late heap */
+  hak_purger_start_pending();
 }
 
 void hak_heap_flush_counts(hak_heap *heap) {

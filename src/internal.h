@@ -281,7 +281,7 @@ void hak_stats_memory(struct hak_stats *out);
  * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock. */
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
 /* Create the purger thread if a note asked for it. Only where re-entering malloc is safe (pthread_create
- * allocates): the end of a large free or of a maintenance pass. */
+ * allocates): the end of a large free, of a maintenance pass or of a thread's exit. */
 void hak_purger_start_pending(void);
 void hak_purger_lock(void);
 void hak_purger_unlock(void);

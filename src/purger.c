@@ -8,8 +8,9 @@
  * HAK_PURGER_START_BYTES, purged or not; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or -1.
  * Small programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread runs,
  * every large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost). The thread is
- * created at a safe point (hak_purger_start_pending: the end of a large free or of a maintenance pass),
- * not inside the note, since pthread_create allocates and a note may come from the middle of a heap walk.
+ * created at a safe point (hak_purger_start_pending: the end of a large free, of a maintenance pass or of
+ * a thread's exit), not inside the note, since pthread_create allocates and a note may come from the
+ * middle of a heap walk.
  * If it cannot be created (a sandbox refusing clone), idle purging stays off for the process.
  *
  * How: it sleeps until the earliest deadline the caches report and is woken only when a note brings an
