@@ -285,7 +285,9 @@ static void heap_maintain(hak_heap *heap, bool force) {
   heap->work_pending = purge_pending || heap->empty_pages != 0;
   hak_segment_cache_collect(false);
   hak_large_collect(false);
-  hak_purger_start_pending(); /* a segment this pass released may have asked for it */
+  /* a segment this pass released may have asked for it; not for the late heap, whose mutex is held here
+   * (pthread_create's own allocation would wait on it) */
+  if (heap != late.heap) hak_purger_start_pending();
 }
 
 /* ---- Allocation slow path ------------------------------------------------------------------------ */

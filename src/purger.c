@@ -15,7 +15,9 @@
  *
  * How: it sleeps until the earliest deadline the caches report and is woken only when a note brings an
  * earlier one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one
- * delay later, not at once. It touches nothing but the two caches, under their locks.
+ * delay later, not at once. It touches nothing but the two caches, under their locks. When no deadline is
+ * left it ends (a later note asks for a new one): a process whose main thread called pthread_exit lives
+ * until its last thread ends, and an idle purger must not be that thread.
  *
  * The segment cache's collection also purges the free slices of segments abandoned by exited threads
  * (nobody's until reclaimed under the same lock). Not covered: memory in a live thread's own segments
@@ -71,7 +73,12 @@ static void sleep_until(uint64_t due_ms) {
 static void *purger_main(void *arg) {
   pthread_mutex_lock(&purger.lock);
   for (;;) {
-    while (purger.due_ms == 0) pthread_cond_wait(&purger.wake, &purger.lock);
+    if (purger.due_ms == 0) {
+      /* nothing waits: end, and let a later note start another. A thread that stayed would keep alive a
+       * process whose main thread left through pthread_exit, and that waits for its last thread. */
+      atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
+      break;
+    }
     uint64_t due = purger.due_ms;
     if (hak_clock_ms() < due) {
       sleep_until(due);

@@ -502,6 +502,17 @@ static void release_tick(size_t budget) {
   pthread_mutex_unlock(&tick_lock);
 }
 
+/* Whether a global pool holds dirty regions (cfg_lock held: classes come after it in the lock order). */
+static bool any_pool_dirty(void) {
+  for (uint32_t c = 0; c < NCLASS; c++) {
+    pthread_mutex_lock(&classes[c].lock);
+    bool dirty = !list_empty(&classes[c].dirty);
+    pthread_mutex_unlock(&classes[c].lock);
+    if (dirty) return true;
+  }
+  return false;
+}
+
 static void *bg_main(void *arg) {
   pthread_mutex_lock(&cfg_lock);
   for (;;) {
@@ -523,6 +534,16 @@ static void *bg_main(void *arg) {
     pthread_mutex_unlock(&cfg_lock);
     release_tick(budget);
     pthread_mutex_lock(&cfg_lock);
+    /* Nothing left to release: end. A thread that stayed would keep alive a process whose main thread
+     * left through pthread_exit (it waits for its last thread). Every put of a dirty region into a pool
+     * calls bg_ensure afterwards: one that read `true` before the store below put its region before this
+     * check, which then sees it; one that reads `false` starts a new thread. */
+    atomic_store_explicit(&bg_running, false, memory_order_seq_cst);
+    if (!any_pool_dirty()) {
+      pthread_mutex_unlock(&cfg_lock);
+      return arg;
+    }
+    atomic_store_explicit(&bg_running, true, memory_order_relaxed);
   }
   atomic_store_explicit(&bg_running, false, memory_order_release);
   pthread_mutex_unlock(&cfg_lock);

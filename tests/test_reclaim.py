@@ -39,3 +39,12 @@ def test_no_purger_thread_when_off(run_program, env):
     burst starts no thread: the process keeps its single-threaded paths."""
     proc = run_program("test_reclaim", "linked", args=("one-thread",), env=env, timeout=120)
     assert proc.returncode == 0 and "one-thread: threads 1" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+def test_process_ends_after_pthread_exit(run_program, variant):
+    """A process whose main thread calls pthread_exit ends with its last thread: the purger and the region
+    release thread must end once idle (before, the process hung for good, with SIGTERM blocked)."""
+    proc = run_program("test_reclaim", variant, args=("pthread-exit",), env={"HAKMEM_BACKGROUND_PURGE": "1"},
+                       timeout=30)
+    assert proc.returncode == 0 and "pthread-exit: main thread leaving" in proc.stdout, describe(proc)

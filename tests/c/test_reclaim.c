@@ -28,9 +28,13 @@
  *           but its own;
  *   one-thread: the same large burst starts no thread where the environment turns idle purging off;
  *   refused: with all memory locked (mlockall) the kernel refuses every purge: the purger must retry
- *           them a delay later, not spin on them while the program sleeps.
+ *           them a delay later, not spin on them while the program sleeps;
+ *   pthread-exit: the main thread leaves through pthread_exit after a worker freed enough large blocks
+ *           to start the purger and a region to start the region release thread: the process must end
+ *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline|asleep|one-thread|refused */
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline|asleep|one-thread|refused|
+ *        pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -681,6 +685,29 @@ static int check_refused(void) {
   return 0;
 }
 
+static void *exit_worker(void *arg) {
+  (void)arg;
+  if (large_burst() != 0) return NULL;
+  int (*region_alloc)(size_t, struct hak_region *) =
+      (int (*)(size_t, struct hak_region *))dlsym(RTLD_DEFAULT, "hak_region_alloc");
+  int (*region_free)(struct hak_region *) = (int (*)(struct hak_region *))dlsym(RTLD_DEFAULT, "hak_region_free");
+  struct hak_region r;
+  if (region_alloc != NULL && region_free != NULL && region_alloc(8 << 20, &r) == 0) {
+    memset(r.ptr, 1, 8 << 20);
+    region_free(&r);
+  }
+  return arg;
+}
+
+static int check_pthread_exit(void) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, exit_worker, NULL) != 0) return fprintf(stderr, "FAIL pthread-exit: thread\n"), 1;
+  printf("pthread-exit: main thread leaving\n");
+  fflush(stdout);
+  pthread_detach(t);
+  pthread_exit(NULL);
+}
+
 int main(int argc, char **argv) {
   stats_get_sized = (int (*)(struct hak_stats *, size_t))dlsym(RTLD_DEFAULT, "hak_stats_get_sized");
   collect = (void (*)(bool))dlsym(RTLD_DEFAULT, "hak_collect");
@@ -701,6 +728,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   if (argc == 2 && strcmp(argv[1], "one-thread") == 0) return check_one_thread();
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
+  if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
   fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline\n");
   return 2;
 }
