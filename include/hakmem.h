@@ -201,7 +201,9 @@ int hak_region_prefetch(const struct hak_region *region, size_t offset, size_t l
 /** Configuration of the region allocator; get the current one with hak_region_get_config. */
 struct hak_region_config {
   bool enabled;                    /**< false: hak_region_alloc returns ENOTSUP */
-  uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread */
+  uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread (which
+                                        also ends whenever no pool holds a dirty region, and starts again
+                                        when one does) */
   size_t release_bytes_per_tick;   /**< dirty bytes the background thread releases per period (at
                                         least one region, so regions bigger than this still progress) */
   bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once */
