@@ -34,19 +34,23 @@ static void live_regions(uint64_t *count, uint64_t *bytes) {
   }
 }
 
-static struct mallinfo2 info_from_stats(void) {
-  struct hak_stats s;
-  hak_stats_memory(&s);
+static struct mallinfo2 info_from(const struct hak_stats *s) {
   uint64_t regions, region_bytes;
   live_regions(&regions, &region_bytes);
   struct mallinfo2 mi = {0};
-  mi.hblks = s.live_blocks[HAK_TIER_LARGE] + regions;
-  mi.hblkhd = s.live_bytes[HAK_TIER_LARGE] + region_bytes;
-  mi.uordblks = s.live_bytes[HAK_TIER_SMALL] + s.live_bytes[HAK_TIER_MEDIUM];
-  uint64_t others = s.committed_bytes > mi.hblkhd ? s.committed_bytes - mi.hblkhd : 0;
+  mi.hblks = s->live_blocks[HAK_TIER_LARGE] + regions;
+  mi.hblkhd = s->live_bytes[HAK_TIER_LARGE] + region_bytes;
+  mi.uordblks = s->live_bytes[HAK_TIER_SMALL] + s->live_bytes[HAK_TIER_MEDIUM];
+  uint64_t others = s->committed_bytes > mi.hblkhd ? s->committed_bytes - mi.hblkhd : 0;
   mi.arena = others > mi.uordblks ? others : mi.uordblks;
   mi.fordblks = mi.arena - mi.uordblks;
   return mi;
+}
+
+static struct mallinfo2 info_from_stats(void) {
+  struct hak_stats s;
+  hak_stats_memory(&s);
+  return info_from(&s);
 }
 
 /** mallinfo2 (glibc 2.33): hakmem's memory in glibc's terms, as in the table above. */
@@ -91,7 +95,7 @@ HAK_API int malloc_info(int options, FILE *fp) {
   }
   struct hak_stats s;
   hak_stats_memory(&s);
-  struct mallinfo2 mi = info_from_stats();
+  struct mallinfo2 mi = info_from(&s); /* the same snapshot as the totals below */
   int failed = fprintf(fp, "<malloc version=\"hakmem-%d.%d.%d\">\n", HAKMEM_VERSION_MAJOR, HAKMEM_VERSION_MINOR,
                        HAKMEM_VERSION_PATCH) < 0;
   static const char *tiers[2] = {"small", "medium"};

@@ -142,3 +142,23 @@ int hak_os_thread_start(void *(*main)(void *)) {
   pthread_attr_destroy(&attr);
   return rc;
 }
+
+void hak_os_cond_init_monotonic(pthread_cond_t *cond) {
+  pthread_condattr_t ca;
+  pthread_condattr_init(&ca);
+  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+  pthread_cond_init(cond, &ca);
+  pthread_condattr_destroy(&ca);
+}
+
+struct timespec hak_os_deadline_in(uint64_t ms) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  t.tv_sec += (time_t)(ms / 1000);
+  t.tv_nsec += (long)(ms % 1000) * 1000000L;
+  if (t.tv_nsec >= 1000000000L) {
+    t.tv_sec++;
+    t.tv_nsec -= 1000000000L;
+  }
+  return t;
+}

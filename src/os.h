@@ -7,7 +7,9 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
+#include <pthread.h>
 #include <stdint.h>
+#include <time.h>
 
 #define HAK_OS_PAGE ((size_t)4096)
 
@@ -53,5 +55,9 @@ uint64_t hak_clock_ms(void);
  *  handlers never run on it). Returns 0 or pthread_create's error. May allocate: call it holding no
  *  allocator lock. */
 int hak_os_thread_start(void *(*main)(void *));
+/** Initialise `cond` to time its waits with CLOCK_MONOTONIC (immune to wall-clock changes). */
+void hak_os_cond_init_monotonic(pthread_cond_t *cond);
+/** The CLOCK_MONOTONIC time `ms` milliseconds from now, for pthread_cond_timedwait on such a cond. */
+struct timespec hak_os_deadline_in(uint64_t ms);
 
 #endif

@@ -24,7 +24,6 @@
  * (dirty free slices, empty pages not yet retired), which waits for that thread's allocator activity,
  * hak_collect or malloc_trim. A forked child has no purger until a note of its own asks for one. */
 #include <pthread.h>
-#include <time.h>
 
 #include "internal.h"
 
@@ -46,27 +45,13 @@ static struct {
 
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 
-static void init_wake(void) {
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&purger.wake, &ca);
-  pthread_condattr_destroy(&ca);
-}
+static void init_wake(void) { hak_os_cond_init_monotonic(&purger.wake); }
 
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
 static void sleep_until(uint64_t due_ms) {
   uint64_t now = hak_clock_ms();
-  uint64_t wait_ms = (due_ms > now ? due_ms - now : 0) + SLEEP_SLACK_MS;
-  struct timespec until;
-  clock_gettime(CLOCK_MONOTONIC, &until);
-  until.tv_sec += (time_t)(wait_ms / 1000);
-  until.tv_nsec += (long)(wait_ms % 1000) * 1000000L;
-  if (until.tv_nsec >= 1000000000L) {
-    until.tv_sec++;
-    until.tv_nsec -= 1000000000L;
-  }
+  struct timespec until = hak_os_deadline_in((due_ms > now ? due_ms - now : 0) + SLEEP_SLACK_MS);
   pthread_cond_timedwait(&purger.wake, &purger.lock, &until);
 }
 

@@ -519,14 +519,7 @@ static void *bg_main(void *arg) {
     uint32_t interval = cfg.release_interval_ms;
     if (interval == 0) break;
     uint64_t version = cfg_version;
-    struct timespec until;
-    clock_gettime(CLOCK_MONOTONIC, &until);
-    until.tv_sec += interval / 1000;
-    until.tv_nsec += (long)(interval % 1000) * 1000000L;
-    if (until.tv_nsec >= 1000000000L) {
-      until.tv_sec++;
-      until.tv_nsec -= 1000000000L;
-    }
+    struct timespec until = hak_os_deadline_in(interval);
     int rc = 0;
     while (rc != ETIMEDOUT && version == cfg_version) rc = pthread_cond_timedwait(&bg_cond, &cfg_lock, &until);
     if (version != cfg_version) continue;
@@ -586,13 +579,7 @@ static void fork_unlock(void) {
   pthread_mutex_unlock(&tick_lock);
 }
 
-static void init_cond(void) {
-  pthread_condattr_t ca;
-  pthread_condattr_init(&ca);
-  pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-  pthread_cond_init(&bg_cond, &ca);
-  pthread_condattr_destroy(&ca);
-}
+static void init_cond(void) { hak_os_cond_init_monotonic(&bg_cond); }
 
 /* In the child only the forking thread exists: the other caches are orphans, the background thread is gone. */
 static void fork_child(void) {
