@@ -83,7 +83,9 @@ struct hak_stats {
   uint64_t allocs[HAK_TIER_COUNT];      /**< allocations per tier */
   uint64_t alloc_bytes[HAK_TIER_COUNT]; /**< bytes handed out per tier (block sizes, not requests) */
   uint64_t frees;                       /**< blocks freed, all tiers */
-  uint64_t remote_frees;                /**< of those, freed by a thread other than the owner */
+  uint64_t remote_frees;                /**< of those, freed by a thread other than the owner (a free into
+                                             the memory of an exited thread makes the freeing thread its
+                                             owner instead: local) */
   uint64_t committed_bytes;             /**< bytes mapped and not given back (purged, or the released tail
                                              of a reused large mapping); pages never touched count too */
   uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */
@@ -91,7 +93,8 @@ struct hak_stats {
   uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls; /**< OS calls made */
   uint64_t large_cache_hits, large_cache_misses; /**< large tier: reuse of a cached mapping or not */
   uint64_t threads_started, threads_exited;      /**< thread heaps created and abandoned */
-  uint64_t segments_reclaimed;          /**< segments of exited threads taken over by live threads */
+  uint64_t segments_reclaimed;          /**< segments of exited threads taken over by live threads (at
+                                             the first free of one of their blocks, or for room) */
   uint64_t minor_faults, major_faults;  /**< page faults of the process (getrusage) */
   uint64_t peak_rss_bytes;              /**< peak resident set of the process (getrusage) */
   uint64_t current_rss_bytes;           /**< resident set now (/proc/self/statm) */

@@ -152,7 +152,6 @@ static void heap_reset(hak_heap *heap) {
   heap->retired_classes = 0;
   heap->work_pending = false;
   heap->segments = NULL;
-  heap->reclaim_hint = 0;
   heap->segment_count = 0;
 }
 
@@ -354,8 +353,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     if (page != NULL) break;
     /* No room in the heap's segments: take a segment of an exited thread. Its pages join the queues,
      * and one of this class with free blocks is used before a new page is carved anywhere. */
-    hak_segment *seg = hak_segment_reclaim_one(heap->reclaim_hint);
-    heap->reclaim_hint = 0; /* used once: a hint not found would cost a walk of the list every time */
+    hak_segment *seg = hak_segment_reclaim_one();
     if (seg == NULL && heap->segments == NULL && heap != late.heap && other_threads_live()) {
       /* A new thread about to map its first segment: a thread that just handed it its objects is often
        * a moment from exiting and abandoning a segment this one could reuse (larson: peak RSS over 9
@@ -363,7 +361,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
        * the segment cache holds an empty segment: adopting the abandoned one instead lets the cached one
        * be purged. Not for the shared late heap, whose mutex is held here.) */
       sched_yield();
-      seg = hak_segment_reclaim_one(0);
+      seg = hak_segment_reclaim_one();
     }
     if (seg == NULL) {
       page = hak_segment_page_alloc(heap, cls, true);
@@ -654,7 +652,7 @@ void hak_heaps_collect(bool force) {
     hak_heap_flush_counts(heap); /* statistics read after an explicit collect are up to date */
     if (force) {
       hak_segment *seg;
-      while ((seg = hak_segment_reclaim_one(0)) != NULL) hak_heap_adopt(heap, seg);
+      while ((seg = hak_segment_reclaim_one()) != NULL) hak_heap_adopt(heap, seg);
       collect_all_pages(heap);
     }
     heap_maintain(heap, force);

@@ -42,8 +42,9 @@
  * something to give.
  *
  * Thread exit (heap.c): the heap's pages are collected; empty pages and segments go back; segments
- * that still hold live blocks are *abandoned* to a global list, with their owner cleared. Remote frees
- * keep landing in their pages. A heap that needs a new page first *reclaims* an abandoned segment.
+ * that still hold live blocks are *abandoned* to a global list, with their owner cleared. The first free
+ * of one of their blocks *reclaims* the segment for the freeing thread (page.c), and so does a heap that
+ * needs a new page.
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
  * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
@@ -191,6 +192,7 @@ typedef struct hak_segment {
   uint32_t kind;                     /* HAK_KIND_SEGMENT */
   uint32_t used_pages;
   _Atomic(hak_heap *) owner;         /* NULL when abandoned or cached */
+  bool abandoned;                    /* in the abandoned list (segment.c, under its lock) */
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
   uint64_t purged_slices;            /* free slices returned to the OS */
@@ -236,9 +238,6 @@ struct hak_heap {
   uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
-  uintptr_t reclaim_hint;              /* address of the abandoned segment this thread last freed a block
-                                        * into (0: none): the first one to reclaim, its pages the likeliest
-                                        * to be empty by now; an address only, never dereferenced */
   uint64_t random;                     /* hardened builds: key generator state */
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
@@ -340,10 +339,11 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page);
 void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
 void hak_segment_release(hak_heap *heap, hak_segment *seg);
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
-/* Take an abandoned segment off the global list: the one at address `prefer` if it is there (0: no
- * preference; an address only, since that segment may be gone), else the most recently abandoned one.
- * NULL if the list is empty. */
-hak_segment *hak_segment_reclaim_one(uintptr_t prefer);
+/* Take the most recently abandoned segment off the global list; NULL if the list is empty. */
+hak_segment *hak_segment_reclaim_one(void);
+/* Take `seg` off the abandoned list if it is there (false: it is not, or no longer, abandoned). The caller
+ * keeps `seg` mapped: it holds a live block in it. */
+bool hak_segment_reclaim(hak_segment *seg);
 void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
 void hak_segment_cache_collect(bool force);
 /* Earliest purge deadline among the cached segments (hak_clock_ms time); 0 when none waits. */

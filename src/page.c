@@ -122,7 +122,14 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
   if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-  if (owner == NULL && heap != &hak_heap_empty) heap->reclaim_hint = (uintptr_t)seg; /* abandoned (or cached: harmless) */
+  if (owner == NULL && heap != &hak_heap_empty && hak_segment_reclaim(seg)) {
+    /* A segment of an exited thread: this thread takes it over, so this free and the next ones into it
+     * are local, and its pages go back to the OS once empty. Left abandoned, the pages that other threads
+     * emptied stayed resident until some thread needed a segment, which an idle program never does. */
+    hak_heap_adopt(heap, seg);
+    hak_free_local_slow(heap, page, block);
+    return;
+  }
   uint64_t class_bit = (uint64_t)1 << page->size_class;
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
   do {

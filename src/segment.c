@@ -258,6 +258,7 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   disown(heap, seg);
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.abandoned, seg);
+  seg->abandoned = true;
   uint64_t due = seg->purge_due_ms;
   note_due_locked(due);
   atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
@@ -267,23 +268,29 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   if (due != 0) hak_purger_note(due, held);
 }
 
-hak_segment *hak_segment_reclaim_one(uintptr_t prefer) {
+/* Take `seg` off the abandoned list (segs.lock held). */
+static void unabandon_locked(hak_segment *seg) {
+  list_remove(&segs.abandoned, seg);
+  seg->abandoned = false;
+  atomic_fetch_sub_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
+  atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
+}
+
+hak_segment *hak_segment_reclaim_one(void) {
   if (atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&segs.lock);
   hak_segment *seg = segs.abandoned;
-  for (hak_segment *s = seg; prefer != 0 && s != NULL; s = s->next) {
-    if ((uintptr_t)s == prefer) {
-      seg = s;
-      break;
-    }
-  }
-  if (seg != NULL) {
-    list_remove(&segs.abandoned, seg);
-    atomic_fetch_sub_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
-    atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
-  }
+  if (seg != NULL) unabandon_locked(seg);
   pthread_mutex_unlock(&segs.lock);
   return seg;
+}
+
+bool hak_segment_reclaim(hak_segment *seg) {
+  pthread_mutex_lock(&segs.lock);
+  bool taken = seg->abandoned;
+  if (taken) unabandon_locked(seg);
+  pthread_mutex_unlock(&segs.lock);
+  return taken;
 }
 
 void hak_segment_cache_collect(bool force) {

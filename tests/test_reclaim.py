@@ -3,7 +3,7 @@ other destructors allocate late, pages emptied only by remote frees, released by
 resident memory of churning sets of medium and of large blocks, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
 a slow path, a freed large block reused, counted and released by hak_collect (also one that an
-exited thread freed), the abandoned segment a thread emptied adopted first, a purge deadline that
+exited thread freed), the abandoned segment a thread frees into taken over by that thread, a purge deadline that
 does not outlive the slices it was set for, and memory freed in bursts that comes back while the program
 sleeps."""
 import pytest
@@ -12,7 +12,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "hint",
+@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "adopt",
                                   "deadline", "asleep", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;

@@ -185,6 +185,15 @@ static void *remote_thread(void *arg) {
   return NULL;
 }
 
+/* remote_thread's work, then it stays alive until the main thread has freed its blocks */
+static pthread_barrier_t live_barrier;
+static void *live_remote_thread(void *arg) {
+  remote_thread(arg);
+  pthread_barrier_wait(&live_barrier); /* blocks ready */
+  pthread_barrier_wait(&live_barrier); /* blocks freed */
+  return NULL;
+}
+
 static void check_stats(void) {
   tc_section("hak_stats_get: argument, per-tier counters, frees, remote frees, threads");
   CHECK_EQ(H.stats_get_sized(NULL, sizeof(struct hak_stats)), EINVAL, "hak_stats_get_sized(NULL)");
@@ -231,17 +240,35 @@ static void check_stats(void) {
   CHECK(DELTA(s3, s4, frees) >= NS + NM + NL, "frees grew by %llu for %d free()", DELTA(s3, s4, frees),
         NS + NM + NL);
 
+  /* blocks of a thread that is still running: remote frees */
   static void *remote[500];
   pthread_t t;
-  REQUIRE(pthread_create(&t, NULL, remote_thread, remote) == 0, "pthread_create");
-  REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+  REQUIRE(pthread_barrier_init(&live_barrier, NULL, 2) == 0, "pthread_barrier_init");
+  REQUIRE(pthread_create(&t, NULL, live_remote_thread, remote) == 0, "pthread_create");
+  pthread_barrier_wait(&live_barrier);
   struct hak_stats s5 = snap();
   for (int i = 0; i < 500; i++) free(remote[i]);
   struct hak_stats s6 = snap();
+  pthread_barrier_wait(&live_barrier);
+  REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+  pthread_barrier_destroy(&live_barrier);
   CHECK(DELTA(s4, s5, threads_started) >= 1, "threads_started did not grow for a thread that allocated");
-  CHECK(DELTA(s4, s5, threads_exited) >= 1, "threads_exited did not grow after the thread was joined");
-  CHECK(DELTA(s5, s6, remote_frees) >= 500, "remote_frees grew by %llu after freeing 500 blocks of another thread",
+  CHECK(DELTA(s5, s6, remote_frees) >= 500, "remote_frees grew by %llu after freeing 500 blocks of a running thread",
         DELTA(s5, s6, remote_frees));
+  CHECK(DELTA(s5, s6, frees) >= 500, "frees grew by %llu after freeing 500 blocks of a running thread",
+        DELTA(s5, s6, frees));
+
+  /* blocks of a thread that has exited: the first free takes its segment over, the rest are local */
+  REQUIRE(pthread_create(&t, NULL, remote_thread, remote) == 0, "pthread_create");
+  REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
+  struct hak_stats s7 = snap();
+  for (int i = 0; i < 500; i++) free(remote[i]);
+  struct hak_stats s8 = snap();
+  CHECK(DELTA(s6, s7, threads_exited) >= 2, "threads_exited grew by %llu after two threads were joined",
+        DELTA(s6, s7, threads_exited));
+  CHECK(DELTA(s7, s8, segments_reclaimed) >= 1, "no segment reclaimed by freeing 500 blocks of an exited thread");
+  CHECK(DELTA(s7, s8, frees) >= 500, "frees grew by %llu after freeing 500 blocks of an exited thread",
+        DELTA(s7, s8, frees));
 
   tc_section("large tier: a fresh size maps memory, a freed block is reused from the cache");
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 256), 0, "hak_option_set(LARGE_CACHE_MB, 256)");

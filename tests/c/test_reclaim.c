@@ -16,13 +16,14 @@
  *           list, since frees go back on it) must still get its maintenance, so the freed pages are
  *           purged once the purge delay has passed;
  *   reuse:  a freed large block serves the next request of its size and goes back on hak_collect(true);
- *   hint:   a thread that freed every block of an abandoned segment adopts that segment first, not the
- *           most recently abandoned one;
+ *   adopt:  a thread that frees blocks of an abandoned segment takes that segment over at its first free,
+ *           so it allocates from it first, not from the most recently abandoned one;
  *   deadline: pages freed, their slices taken again by new pages before the purge delay ran out, then
  *           freed again after it: the second free gets a full delay of its own (a deadline left over
  *           from the first once purged it at the next maintenance pass);
  *   asleep: a thread that frees nearly all its blocks and exits (its segments abandoned, and its exit
- *           what asks for the purger), then a burst of large blocks and one of small blocks, all freed,
+ *           what asks for the purger), then 60 MB of blocks an exited thread left live, freed by the main
+ *           thread, then a burst of large blocks and one of small blocks, all freed,
  *           each followed by no call at all: the memory comes back within a few purge delays anyway (the
  *           background purger), also in a forked child; a program that never cached much has no thread
  *           but its own;
@@ -33,7 +34,7 @@
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline|asleep|one-thread|refused|
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|adopt|deadline|asleep|one-thread|refused|
  *        pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -381,65 +382,65 @@ static int check_reuse(void) {
   return 0;
 }
 
-/* ---- hint: a thread adopts first the abandoned segment it freed blocks into ------------------------- */
+/* ---- adopt: a thread takes over the abandoned segment it frees blocks into -------------------------- */
 
-enum { HINT_BLOCKS = 2000 };
-static void *hint_a[HINT_BLOCKS], *hint_b[HINT_BLOCKS];
+enum { ADOPT_BLOCKS = 2000 };
+static void *adopt_a[ADOPT_BLOCKS], *adopt_b[ADOPT_BLOCKS];
 
-static pthread_barrier_t hint_filled, hint_b_exits;
+static pthread_barrier_t adopt_filled, adopt_b_exits;
 
 /* Allocate, wait until the other thread has too (so each maps a segment of its own), then exit: the
  * blocks stay live and the segment is abandoned. B waits once more, so that it exits after A. */
-static void *hint_fill(void *arg) {
+static void *adopt_fill(void *arg) {
   void **set = arg;
-  for (int i = 0; i < HINT_BLOCKS; i++) {
+  for (int i = 0; i < ADOPT_BLOCKS; i++) {
     set[i] = malloc(64);
     if (set[i] != NULL) memset(set[i], (int)(i & 0xff), 64);
   }
-  pthread_barrier_wait(&hint_filled);
-  if (set == hint_b) pthread_barrier_wait(&hint_b_exits);
+  pthread_barrier_wait(&adopt_filled);
+  if (set == adopt_b) pthread_barrier_wait(&adopt_b_exits);
   return NULL;
 }
 
 static uintptr_t segment_of(const void *p) { return (uintptr_t)p >> 22; } /* 4 MiB segments */
 
-static void *hint_reader(void *arg) {
-  for (int i = 0; i < HINT_BLOCKS; i++) free(hint_a[i]); /* every one a free into A's abandoned segment */
-  void *p = malloc(64); /* the first allocation of this thread: it has no segment and reclaims one */
+static void *adopt_reader(void *arg) {
+  for (int i = 0; i < ADOPT_BLOCKS; i++) free(adopt_a[i]); /* the first takes A's abandoned segment over */
+  void *p = malloc(64); /* the first allocation of this thread: from the segment it took over */
   *(void **)arg = p;
   free(p);
   return NULL;
 }
 
-static int check_hint(void) {
+static int check_adopt(void) {
   pthread_t t, ta, tb;
-  pthread_barrier_init(&hint_filled, NULL, 2);
-  pthread_barrier_init(&hint_b_exits, NULL, 2);
-  if (pthread_create(&ta, NULL, hint_fill, hint_a) != 0 || pthread_create(&tb, NULL, hint_fill, hint_b) != 0) return 2;
+  pthread_barrier_init(&adopt_filled, NULL, 2);
+  pthread_barrier_init(&adopt_b_exits, NULL, 2);
+  if (pthread_create(&ta, NULL, adopt_fill, adopt_a) != 0 || pthread_create(&tb, NULL, adopt_fill, adopt_b) != 0) return 2;
   if (pthread_join(ta, NULL) != 0) return 2;
-  pthread_barrier_wait(&hint_b_exits); /* B exits after A: its segment is the most recently abandoned */
+  pthread_barrier_wait(&adopt_b_exits); /* B exits after A: its segment is the most recently abandoned */
   if (pthread_join(tb, NULL) != 0) return 2;
-  for (int i = 0; i < HINT_BLOCKS; i++)
-    if (hint_a[i] == NULL || hint_b[i] == NULL) return fprintf(stderr, "FAIL hint: malloc(64) failed\n"), 1;
-  if (segment_of(hint_a[0]) == segment_of(hint_b[0]))
-    return fprintf(stderr, "FAIL hint: the two threads' blocks share a segment; the check needs two\n"), 1;
+  for (int i = 0; i < ADOPT_BLOCKS; i++)
+    if (adopt_a[i] == NULL || adopt_b[i] == NULL) return fprintf(stderr, "FAIL adopt: malloc(64) failed\n"), 1;
+  if (segment_of(adopt_a[0]) == segment_of(adopt_b[0]))
+    return fprintf(stderr, "FAIL adopt: the two threads' blocks share a segment; the check needs two\n"), 1;
   struct hak_stats s0 = snap();
   void *first = NULL;
-  if (pthread_create(&t, NULL, hint_reader, &first) != 0 || pthread_join(t, NULL) != 0 || first == NULL) return 2;
+  if (pthread_create(&t, NULL, adopt_reader, &first) != 0 || pthread_join(t, NULL) != 0 || first == NULL) return 2;
   struct hak_stats s1 = snap();
-  bool in_a = segment_of(first) == segment_of(hint_a[0]), in_b = segment_of(first) == segment_of(hint_b[0]);
-  printf("hint: the freeing thread's first block came from %s; segments reclaimed %llu -> %llu\n",
+  bool in_a = segment_of(first) == segment_of(adopt_a[0]), in_b = segment_of(first) == segment_of(adopt_b[0]);
+  printf("adopt: the freeing thread's first block came from %s; segments reclaimed %llu -> %llu\n",
          in_a ? "the segment it had emptied" : in_b ? "the other abandoned segment" : "elsewhere",
          (unsigned long long)s0.segments_reclaimed, (unsigned long long)s1.segments_reclaimed);
-  for (int i = 0; i < HINT_BLOCKS; i++) {
-    const unsigned char *q = hint_b[i];
+  for (int i = 0; i < ADOPT_BLOCKS; i++) {
+    const unsigned char *q = adopt_b[i];
     for (int k = 0; k < 64; k++)
       if (q[k] != (unsigned char)(i & 0xff))
-        return fprintf(stderr, "FAIL hint: block %d of the other thread changed at byte %d\n", i, k), 1;
-    free(hint_b[i]);
+        return fprintf(stderr, "FAIL adopt: block %d of the other thread changed at byte %d\n", i, k), 1;
+    free(adopt_b[i]);
   }
   if (!in_a) {
-    fprintf(stderr, "FAIL hint: a thread that had just freed every block of an abandoned segment adopted another\n");
+    fprintf(stderr, "FAIL adopt: a thread that had just freed every block of an abandoned segment took another\n");
     return 1;
   }
   return 0;
@@ -610,6 +611,16 @@ static void *exiting_thread(void *arg) {
   return arg;
 }
 
+/* A thread that allocates blocks and exits without freeing any: another thread frees them. */
+static void *handing_thread(void *arg) {
+  char **blocks = arg;
+  for (int i = 0; i < EXITED_BLOCKS; i++) {
+    blocks[i] = malloc(1000);
+    if (blocks[i] != NULL) memset(blocks[i], 4, 1000);
+  }
+  return arg;
+}
+
 static int check_asleep(void) {
   free(malloc(1000));
   free(malloc(1 << 20));
@@ -626,6 +637,22 @@ static int check_asleep(void) {
   if (asleep > limit_kib)
     return fprintf(stderr, "FAIL asleep: an exited thread's freed memory stayed resident while the program slept\n"), 1;
   for (size_t i = 0; i < sizeof exited_kept / sizeof exited_kept[0]; i++) free(exited_kept[i]);
+  /* then blocks an exited thread left live, all freed by this thread: once emptied by frees from another
+   * thread, its segments stayed resident (abandoned) until some thread needed memory */
+  static char *handed[EXITED_BLOCKS];
+  if (pthread_create(&t, NULL, handing_thread, handed) != 0 || pthread_join(t, NULL) != 0)
+    return fprintf(stderr, "FAIL asleep: thread\n"), 1;
+  for (int i = 0; i < EXITED_BLOCKS; i++)
+    if (handed[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc(1000) in the handing thread\n"), 1;
+  long held = rss_kib();
+  for (int i = 0; i < EXITED_BLOCKS; i++) free(handed[i]);
+  long handed_asleep = sleep_until_rss(limit_kib, 3000);
+  printf("asleep: blocks of an exited thread: %ld KiB resident while live, asleep after their frees %ld\n", held,
+         handed_asleep);
+  if (held <= limit_kib) return fprintf(stderr, "FAIL asleep: the handed blocks were not resident (proves nothing)\n"), 1;
+  if (handed_asleep > limit_kib)
+    return fprintf(stderr, "FAIL asleep: blocks of an exited thread, freed by another, stayed resident while the "
+                           "program slept\n"), 1;
   if (bursts_then_sleep("parent") != 0) return 1;
   fflush(stdout);
   pid_t pid = fork();
@@ -723,12 +750,12 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "aged") == 0) return check_aged();
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
   if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
-  if (argc == 2 && strcmp(argv[1], "hint") == 0) return check_hint();
+  if (argc == 2 && strcmp(argv[1], "adopt") == 0) return check_adopt();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   if (argc == 2 && strcmp(argv[1], "one-thread") == 0) return check_one_thread();
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|hint|deadline\n");
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|adopt|deadline\n");
   return 2;
 }
