@@ -101,6 +101,15 @@ __attribute__((noinline, cold)) void hak_free_other(void *p);
 /* Report a free that failed the checks below: not a block start, a double free or an overflow (secure.c).
  * Never returns; declared as returning so that free reaches it with a jump (no stack frame in free). */
 __attribute__((cold)) void hak_secure_bad_free(const hak_page *page, hak_block *b);
+/* The same report for realloc and the usable-size calls, which read a block without freeing it. */
+__attribute__((cold, noreturn)) void hak_secure_bad_use(const hak_page *page, const void *p);
+
+/* Hardened builds: whether `b` is a live block of `page`: its canary is intact and it carries no freed tag
+ * (so it is a block start, but for a 2^-64 chance, and not freed). Writes nothing. */
+static inline bool hak_secure_is_live(const hak_page *page, const hak_block *b) {
+  uintptr_t expected = hak_canary(page, b);
+  return (*hak_canary_word(page, b) == expected) & (*hak_freed_tag((hak_block *)b) != expected);
+}
 
 /* Hardened builds, on every free: whether the block fails its checks (then nothing was written). It
  * passes when the canary is intact and the block carries no freed tag; it then gets one. The canary
@@ -109,9 +118,8 @@ __attribute__((cold)) void hak_secure_bad_free(const hak_page *page, hak_block *
  * descriptor covers it (HAK_SEGMENT_GUARD), so no range test comes first. secure.c tells the faults
  * apart. */
 static inline bool hak_secure_free_fails(hak_page *page, hak_block *b) {
-  uintptr_t expected = hak_canary(page, b);
-  if (unlikely((*hak_canary_word(page, b) != expected) | (*hak_freed_tag(b) == expected))) return true;
-  *hak_freed_tag(b) = expected;
+  if (unlikely(!hak_secure_is_live(page, b))) return true;
+  *hak_freed_tag(b) = hak_canary(page, b);
   return false;
 }
 #endif

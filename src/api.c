@@ -35,21 +35,34 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
   return p;
 }
 
-size_t hak_usable_size_of(const void *p) {
+/* Usable size of live block `p` (0 for NULL); aborts on a pointer that is not one. `claim`: the caller
+ * may now write all of it (a large block's whole mapping then counts as touched); realloc, which only
+ * copies the old contents, does not claim. Hardened builds also refuse a freed block or an interior
+ * pointer here, as free would. */
+static size_t usable_size(const void *p, bool claim) {
   if (p == NULL) return 0;
   void *owner = hak_pagemap_get(p);
   hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
   if (owner == (void *)seg) {
     hak_page *page = hak_segment_page_of(seg, p);
     if (page->slice_count == 0) hak_fatal("usable size asked of a pointer that is not an allocated block:", p, -1);
+#if HAK_SECURE
+    if (unlikely(!hak_secure_is_live(page, (const hak_block *)p))) hak_secure_bad_use(page, p);
+#else
+    /* the cheap case, as in free: the block its owner freed last */
+    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == hak_tls_heap && p == page->free)
+      hak_fatal("realloc or usable size of a freed block (use after free) at", p, page->size_class);
+#endif
     return page->block_size - HAK_CANARY_SIZE;
   }
   if (owner != NULL && ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG)) {
     hak_large *h = (hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG);
-    if (h->user == p && !h->cached) return hak_large_usable_claim(h);
+    if (h->user == p && !h->cached) return claim ? hak_large_usable_claim(h) : hak_large_usable(h);
   }
   hak_fatal("usable size asked of a pointer hakmem never returned:", p, -1);
 }
+
+size_t hak_usable_size_of(const void *p) { return usable_size(p, true); }
 
 HAK_API size_t hak_usable_size(const void *p) { return hak_usable_size_of(p); }
 
@@ -59,7 +72,7 @@ HAK_API void *hak_realloc(void *p, size_t size) {
     hak_free_inline(p);
     return NULL;
   }
-  size_t usable = hak_usable_size_of(p);
+  size_t usable = usable_size(p, false);
   void *owner = hak_pagemap_get(p);
   bool is_large = ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG) != 0;
   if (is_large && size > HAK_MEDIUM_MAX) {
@@ -84,7 +97,7 @@ HAK_API void *hak_reallocarray(void *p, size_t count, size_t size) {
 
 HAK_API void hak_free_sized(void *p, size_t size) {
 #if HAK_SECURE
-  if (p != NULL && size > hak_usable_size_of(p)) hak_fatal("free_sized with a size larger than the block at", p, -1);
+  if (p != NULL && size > usable_size(p, false)) hak_fatal("free_sized with a size larger than the block at", p, -1);
 #else
   (void)size;
 #endif

@@ -284,9 +284,6 @@ static void heap_maintain(hak_heap *heap, bool force) {
   heap->work_pending = purge_pending || heap->empty_pages != 0;
   hak_segment_cache_collect(false);
   hak_large_collect(false);
-  /* a segment this pass released may have asked for it; not for the late heap, whose mutex is held here
-   * (pthread_create's own allocation would wait on it) */
-  if (heap != late.heap) hak_purger_start_pending();
 }
 
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
@@ -508,6 +505,7 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
     }
   }
   count_slow_alloc(heap);
+  hak_purger_start_pending(); /* first: pthread_create's own mallocs may move this class's pages */
   /* the usual case, without a call: a page switch with neither maintenance nor a rescue due first */
   hak_page *page = maintenance_due(heap) || class_notified(heap, cls) ? NULL : rotate_queue(heap, cls);
   if (page == NULL) page = find_page(heap, cls);

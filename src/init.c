@@ -1,7 +1,8 @@
 /* init.c — process-level life cycle: one-time initialisation (options, the thread-exit key, fork
  * handlers), the statistics report at exit, fork safety, and the fatal-error reporter. Initialisation
  * is lazy and re-entrant: the first malloc may come from the dynamic loader, a constructor of another
- * library, dlsym or a thread-exit destructor, and nothing here allocates. */
+ * library, dlsym or a thread-exit destructor. Nothing here allocates but pthread_atfork, whose malloc the
+ * initialising thread lets through. */
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>

@@ -277,10 +277,16 @@ void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key)
 void hak_stats_memory(struct hak_stats *out);
 /* ---- Background purger (purger.c) ------------------------------------------------------------------ */
 /* A process-wide cache took memory whose purge is due at `due_ms` and now holds `cached_bytes`: wake the
- * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock. */
+ * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock of
+ * the caches (the late heap's mutex may be held: the purger's lock comes after it). */
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
-/* Create the purger thread if a note asked for it. Only where re-entering malloc is safe (pthread_create
- * allocates): the end of a large free, of a maintenance pass or of a thread's exit. */
+/* hakmem's committed memory grew (a new segment or large mapping): ask for the purger ahead of the frees
+ * once it is over the start size. The same locks as hak_purger_note. */
+void hak_purger_note_growth(void);
+/* Create the purger thread if a note asked for it. Only on allocation paths holding nothing (the top of
+ * the small/medium slow path, the end of a large allocation) and at a thread's exit: pthread_create
+ * allocates, and it takes glibc's stack-cache lock, under which glibc frees a dead thread's TLS, so never
+ * inside free (purger.c). */
 void hak_purger_start_pending(void);
 void hak_purger_lock(void);
 void hak_purger_unlock(void);

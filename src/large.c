@@ -237,6 +237,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
       errno = ENOMEM;
       return NULL;
     }
+    hak_purger_note_growth();
   }
   uint8_t *user = (uint8_t *)h + off;
   if (!place_user(h, user)) {
@@ -252,6 +253,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_counter_add(&large.allocs, 1);
   hak_counter_add(&large.alloc_bytes, hak_large_usable(h));
   live_add(h, true);
+  hak_purger_start_pending(); /* the block is the caller's already: a nested malloc cannot disturb it */
   return user;
 }
 
@@ -300,7 +302,6 @@ void hak_large_free(hak_large *h, void *p) {
   }
   collect_at(false, now);
   hak_purger_note(now + (uint64_t)delay, cached_bytes); /* delay > 0 here or the purger ignores it */
-  hak_purger_start_pending();
 }
 
 void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }

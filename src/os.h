@@ -1,6 +1,6 @@
 /* os.h — the platform layer: every call hakmem makes to the kernel for memory goes through here, so it
  * is counted (for HAKMEM_STATS and hak_stats_get) and so the rest of the allocator never sees errno
- * handling or alignment tricks. Thread-safe; none of it allocates. */
+ * handling or alignment tricks. Thread-safe; none of it allocates but hak_os_thread_start. */
 #ifndef HAK_OS_H
 #define HAK_OS_H
 

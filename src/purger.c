@@ -4,20 +4,25 @@
  * allocates, the threads' own maintenance passes do the same work (heap.c); the purger only covers the
  * silence after.
  *
- * When: a note from either cache (hak_purger_note) asks for the thread once that cache holds more than
- * HAK_PURGER_START_BYTES, purged or not; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or -1.
- * Small programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread runs,
- * every large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost). The thread is
- * created at a safe point (hak_purger_start_pending: the end of a large free, of a maintenance pass or of
- * a thread's exit), not inside the note, since pthread_create allocates and a note may come from the
- * middle of a heap walk.
+ * When: the thread is asked for (state PENDING) by a note from either cache once that cache holds more
+ * than HAK_PURGER_START_BYTES, purged or not, and ahead of time by the growth of hakmem's committed memory
+ * past the same size (hak_purger_note_growth: a new segment or large mapping), so that it already runs
+ * when that memory is freed; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or -1. Small
+ * programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread runs, every
+ * large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost).
+ * The thread is created only on allocation paths (hak_purger_start_pending: the top of the small/medium
+ * slow path, the end of a large allocation) and at a thread's exit, never inside free: glibc frees a dead
+ * thread's TLS blocks holding its stack-cache lock, which pthread_create takes too, so a purger created
+ * from such a free hung the process (a review's reproducer: a dlopen'd library with 1 MiB of TLS, threads
+ * joined while the large cache filled up). Nor inside the note, which may come from a heap walk.
  * If it cannot be created (a sandbox refusing clone), idle purging stays off for the process.
  *
  * How: it sleeps until the earliest deadline the caches report and is woken only when a note brings an
  * earlier one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one
- * delay later, not at once. It touches nothing but the two caches, under their locks. When no deadline is
- * left it ends (a later note asks for a new one): a process whose main thread called pthread_exit lives
- * until its last thread ends, and an idle purger must not be that thread.
+ * delay later, not at once. It touches nothing but the two caches, under their locks. With no deadline
+ * left it waits LINGER_MS for a note (frees come in bursts, and a free cannot start a new thread) and then
+ * ends; the next allocation after a note starts another. It must end: a process whose main thread called
+ * pthread_exit lives until its last thread ends, and an idle purger must not be that thread.
  *
  * The segment cache's collection also purges the free slices of segments abandoned by exited threads
  * (nobody's until reclaimed under the same lock). Not covered: memory in a live thread's own segments
@@ -32,6 +37,8 @@
 /* Slack added to every sleep: deadlines are read with the coarse clock (hak_clock_ms), which lags the one
  * the sleep is timed with by up to a tick; waking a little late spares a second wake-up. */
 #define SLEEP_SLACK_MS 10
+/* How long the thread waits for a note once no deadline is left, before it ends. */
+#define LINGER_MS 1000
 
 enum { IDLE, PENDING, RUNNING, FAILED }; /* purger.state */
 
@@ -56,14 +63,21 @@ static void sleep_until(uint64_t due_ms) {
 }
 
 static void *purger_main(void *arg) {
+  bool lingered = false;
   pthread_mutex_lock(&purger.lock);
   for (;;) {
     if (purger.due_ms == 0) {
-      /* nothing waits: end, and let a later note start another. A thread that stayed would keep alive a
+      if (!lingered) { /* a note (a signal) may come yet */
+        lingered = true;
+        sleep_until(hak_clock_ms() + LINGER_MS);
+        continue;
+      }
+      /* nothing came: end, and let a later note start another. A thread that stayed would keep alive a
        * process whose main thread left through pthread_exit, and that waits for its last thread. */
       atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
       break;
     }
+    lingered = false;
     uint64_t due = purger.due_ms;
     if (hak_clock_ms() < due) {
       sleep_until(due);
@@ -101,6 +115,18 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
     atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
   pthread_mutex_unlock(&purger.lock);
   if (signal && state == RUNNING) pthread_cond_signal(&purger.wake);
+}
+
+void hak_purger_note_growth(void) {
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) != IDLE) return;
+  if (atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) <= (int64_t)HAK_PURGER_START_BYTES)
+    return;
+  if (hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 0 || hak_opts.value[HAK_OPT_PURGE_DELAY_MS] <= 0) return;
+  pthread_once(&wake_once, init_wake);
+  pthread_mutex_lock(&purger.lock);
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == IDLE)
+    atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
+  pthread_mutex_unlock(&purger.lock);
 }
 
 void hak_purger_start_pending(void) {

@@ -88,6 +88,7 @@ struct tcache {
 
 static struct klass classes[NCLASS];
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
+static _Atomic bool initialized; /* set at the end of init(): the fork handlers are in place */
 static pthread_key_t tc_key;
 static __thread struct tcache *tls_tc;
 
@@ -616,6 +617,7 @@ static void init(void) {
   init_cond();
   pthread_key_create(&tc_key, tc_destructor);
   pthread_atfork(fork_prepare, fork_unlock, fork_child);
+  atomic_store_explicit(&initialized, true, memory_order_release);
 }
 
 static inline void ensure_init(void) { pthread_once(&init_once, init); }
@@ -817,10 +819,13 @@ static uint64_t nonneg(int64_t v) { return v < 0 ? 0 : (uint64_t)v; }
 
 API size_t hak_region_stats(struct hak_region_class_stats *out, size_t max) {
   if (out == NULL) return 0;
-  /* no ensure_init: it reads only counters and the registry, whose lock is static (a process that never
-   * used regions, e.g. one calling mallinfo2, gets no pthread key or fork handler from this) */
+  /* No ensure_init: a process that never used regions (one calling mallinfo2, say) gets no pthread key or
+   * fork handler from this. Nor, then, does it take the registry lock, which no fork handler would cover:
+   * a fork while another thread held it left the child's lock held for good. Before init every counter
+   * is zero and the registry empty. */
   size_t n = max < NCLASS ? max : NCLASS;
-  pthread_mutex_lock(&reg_lock);
+  bool locked = atomic_load_explicit(&initialized, memory_order_acquire);
+  if (locked) pthread_mutex_lock(&reg_lock);
   for (size_t c = 0; c < n; c++) {
     struct klass *k = &classes[c];
     uint64_t allocs = atomic_load_explicit(&k->allocations, memory_order_relaxed);
@@ -828,7 +833,7 @@ API size_t hak_region_stats(struct hak_region_class_stats *out, size_t max) {
     uint64_t frees = atomic_load_explicit(&k->frees, memory_order_relaxed);
     int64_t dirty = atomic_load_explicit(&k->dirty_count, memory_order_relaxed);
     int64_t clean = atomic_load_explicit(&k->clean_count, memory_order_relaxed);
-    for (struct tcache *t = reg_head; t != NULL; t = t->next) {
+    for (struct tcache *t = locked ? reg_head : NULL; t != NULL; t = t->next) {
       allocs += atomic_load_explicit(&t->cnt[c].allocations, memory_order_relaxed);
       slow += atomic_load_explicit(&t->cnt[c].slow_path, memory_order_relaxed);
       frees += atomic_load_explicit(&t->cnt[c].frees, memory_order_relaxed);
@@ -850,6 +855,6 @@ API size_t hak_region_stats(struct hak_region_class_stats *out, size_t max) {
         .release_errors = atomic_load_explicit(&k->release_errors, memory_order_relaxed),
     };
   }
-  pthread_mutex_unlock(&reg_lock);
+  if (locked) pthread_mutex_unlock(&reg_lock);
   return n;
 }

@@ -39,15 +39,26 @@ void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key)
   *canary_key = mix64(heap->random ^ key_secret[1]);
 }
 
-void hak_secure_bad_free(const hak_page *page, hak_block *b) {
+/* What the checks of a free (`freeing`) or of realloc / a usable-size call found wrong with `b`. */
+static __attribute__((noreturn)) void report_bad_block(const hak_page *page, hak_block *b, bool freeing) {
+  const char *not_ours = freeing ? "free of a pointer that is not an allocated block:"
+                                 : "realloc or usable size of a pointer that is not an allocated block:";
   uintptr_t off = (uintptr_t)b - (uintptr_t)page->start;
-  if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", b, -1);
-  if (off >= page->span) hak_fatal("free of a pointer that is not an allocated block:", b, page->size_class);
-  if (!hak_page_is_block_start(page, (uintptr_t)b)) hak_fatal("free of an interior pointer", b, page->size_class);
+  if (page->slice_count == 0) hak_fatal(not_ours, b, -1);
+  if (off >= page->span) hak_fatal(not_ours, b, page->size_class);
+  if (!hak_page_is_block_start(page, (uintptr_t)b))
+    hak_fatal(freeing ? "free of an interior pointer" : "realloc or usable size of an interior pointer", b,
+              page->size_class);
   if (off >= (uintptr_t)page->capacity * page->block_size) /* not carved yet: malloc never returned it */
-    hak_fatal("free of a pointer that is not an allocated block:", b, page->size_class);
+    hak_fatal(not_ours, b, page->size_class);
   if (*hak_canary_word(page, b) != hak_canary(page, b))
     hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
-  hak_fatal("double free (or free of a block not allocated) detected of", b, page->size_class);
+  hak_fatal(freeing ? "double free (or free of a block not allocated) detected of"
+                    : "realloc or usable size of a freed block (use after free) at",
+            b, page->size_class);
 }
+
+void hak_secure_bad_free(const hak_page *page, hak_block *b) { report_bad_block(page, b, true); }
+
+void hak_secure_bad_use(const hak_page *page, const void *p) { report_bad_block(page, (hak_block *)p, false); }
 #endif

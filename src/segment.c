@@ -188,7 +188,7 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
   }
   pthread_mutex_unlock(&segs.lock);
   int saved_errno = errno; /* a first failure that the retry repairs must not show through malloc */
-  if (seg == NULL) seg = segment_map();
+  if (seg == NULL && (seg = segment_map()) != NULL) hak_purger_note_growth();
   if (seg == NULL) { /* out of memory or address space: give back everything free, then retry once */
     hak_heaps_collect(true);
     page = page_from_owned_segments(heap, cls, n);

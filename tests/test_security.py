@@ -39,6 +39,8 @@ PROBES = {
     "free_global": (INVALID, "free() of a global array", "detect", "detect"),
     "free_interior_small": (INVALID, "free(p + 16) of a 64-byte block", "any", "detect"),
     "free_interior_large": (INVALID, "free(p + 8192) of a 1 MiB block", "any", "detect"),
+    "realloc_after_free": (FREELIST, "free(p), then realloc(p, 100) of the 100-byte block", "detect", "detect"),
+    "realloc_interior_small": (INVALID, "realloc(p + 16, 40) of a 64-byte block", "any", "detect"),
     "free_region_start": (INVALID, "free() of the 4 MiB-aligned address below a 64-byte block", "detect", "detect"),
     "free_region_end": (INVALID, "free() of the last 16 bytes below a 4 MiB boundary, inside a 14328-byte block, "
                         "with nothing allocated after it", "any", "detect"),

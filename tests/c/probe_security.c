@@ -149,6 +149,29 @@ static int free_interior(size_t size, size_t offset) {
 
 static int free_interior_small(void) { return free_interior(64, 16); }
 
+/* realloc of a pointer that is not a live block: it must not hand the block out a second time. */
+static int realloc_after_free(void) {
+  char *p = malloc(100);
+  if (!p) return fail("malloc returned NULL");
+  memset(p, 0x21, 100);
+  free(p);
+  target(p);
+  char *q = realloc(opaque(p), 100);
+  char *r = malloc(100);
+  fprintf(stderr, "probe: %s: realloc returned %p, the next malloc %p\n", probe_name, (void *)q, (void *)r);
+  return 0;
+}
+
+static int realloc_interior_small(void) {
+  char *p = malloc(64);
+  if (!p) return fail("malloc returned NULL");
+  memset(p, 0x22, 64);
+  target(p + 16);
+  char *q = realloc(opaque(p + 16), 40);
+  fprintf(stderr, "probe: %s: realloc returned %p\n", probe_name, (void *)q);
+  return 0;
+}
+
 /* The block after the two most recent of a fresh run of 200-byte blocks: laid out by the allocator but
  * never returned by malloc. */
 static int free_never_allocated(void) {
@@ -407,6 +430,8 @@ static const struct probe probes[] = {
     {"free_global", free_global},
     {"free_interior_small", free_interior_small},
     {"free_interior_large", free_interior_large},
+    {"realloc_after_free", realloc_after_free},
+    {"realloc_interior_small", realloc_interior_small},
     {"free_region_start", free_region_start},
     {"free_region_end", free_region_end},
     {"free_never_allocated", free_never_allocated},

@@ -5,9 +5,13 @@
  * exist in the child), allocates heavily itself, starts threads of its own, sometimes forks again, and
  * either exits, execs /bin/true, or execs this program with --exec-child. The parent keeps allocating
  * meanwhile and checks every child exits with status 0 within a deadline (a deadlock is a failure).
+ * Then, for two seconds, a thread calls mallinfo2 in a loop while the main thread forks and each child
+ * calls mallinfo2 once: a child must not find a lock of the allocator's statistics held by the thread it
+ * lost (the region registry's lock was taken without a fork handler in a process that never used regions).
  * Usage: test_fork [rounds]   (default 24). Exit status 0 when every check passed. */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <malloc.h>
 #include <pthread.h>
 #include <signal.h>
 #include <spawn.h>
@@ -197,6 +201,41 @@ static void wait_child(pid_t pid, const char *what, uint64_t *rng) {
   }
 }
 
+static void *mallinfo_loop(void *arg) {
+  while (!atomic_load(&stop)) {
+    struct mallinfo2 m = mallinfo2();
+    __asm__ volatile("" : : "r"(m.arena)); /* kept: the call is the point */
+  }
+  return arg;
+}
+
+/* Forks for `seconds` while another thread reads mallinfo2; each child reads it once within a second. */
+static void fork_during_mallinfo(int seconds) {
+  atomic_store(&stop, 0);
+  pthread_t t;
+  REQUIRE(pthread_create(&t, NULL, mallinfo_loop, NULL) == 0, "pthread_create");
+  int forks = 0, hung = 0, failed = 0;
+  for (time_t t0 = time(NULL); time(NULL) - t0 < seconds;) {
+    pid_t pid = fork();
+    REQUIRE(pid >= 0, "fork: %s", strerror(errno));
+    if (pid == 0) {
+      alarm(1);
+      struct mallinfo2 m = mallinfo2();
+      _exit(m.arena >= m.uordblks ? 0 : 1);
+    }
+    int status = 0;
+    REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid: %s", strerror(errno));
+    forks++;
+    if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM) hung++;
+    else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) failed++;
+  }
+  atomic_store(&stop, 1);
+  pthread_join(t, NULL);
+  printf("mallinfo2 while forking: %d forks, %d children hung, %d failed\n", forks, hung, failed);
+  CHECK(hung == 0, "%d of %d children hung in mallinfo2 (a lock held across fork)", hung, forks);
+  CHECK(failed == 0, "%d of %d children failed", failed, forks);
+}
+
 int main(int argc, char **argv) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   if (argc > 1 && strcmp(argv[1], "--exec-child") == 0) return child_work(atoi(argv[2]), 0, 0);
@@ -247,5 +286,8 @@ int main(int argc, char **argv) {
   for (int i = 0; i < shared_count; i++) check_free(shared[i], "final cleanup");
   shared_count = 0;
   unlock_shared();
+
+  tc_section("fork while another thread reads mallinfo2");
+  fork_during_mallinfo(2);
   return tc_finish("test_fork");
 }

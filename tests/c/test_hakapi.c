@@ -310,6 +310,23 @@ static void check_stats(void) {
   struct hak_stats c3 = snap();
   CHECK(DELTA(c2, c3, munmap_calls) >= 1, "a 3 MiB block freed under a 1 MiB cache stayed mapped");
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, saved_cap), 0, "restoring LARGE_CACHE_MB");
+
+  tc_section("large tier: realloc in place of a reused mapping counts only what the block asks for");
+  H.collect(true);
+  char *whole = must_malloc(8 * MiB);
+  for (size_t i = 0; i < 8 * MiB; i += 4096) whole[i] = 1;
+  free(whole); /* cached with 8 MiB touched */
+  char *part = must_malloc(5600 * 1024); /* the same mapping, its unused tail given back */
+  struct hak_stats r0 = snap();
+  part = realloc(part, 5700 * 1024); /* in place: nothing past 5.6 MiB is written */
+  struct hak_stats r1 = snap();
+  CHECK(part != NULL, "realloc to 5.6 MiB failed");
+  /* realloc used to claim the whole mapping, as malloc_usable_size does: +2.5 MiB of each */
+  CHECK(DELTA(r0, r1, committed_bytes) < MiB, "committed_bytes grew by %llu for a 100 KiB realloc in place",
+        DELTA(r0, r1, committed_bytes));
+  CHECK(r1.live_bytes[HAK_TIER_LARGE] < 6 * MiB, "live large bytes %llu after realloc to 5.6 MiB",
+        (unsigned long long)r1.live_bytes[HAK_TIER_LARGE]);
+  free(part);
 #undef DELTA
 }
 
