@@ -157,10 +157,10 @@ enum hak_option {
                                 0 (the default) = self-tuned per thread: the interval doubles when a page
                                 handed back is soon needed again and shrinks while pages sit unused */
   HAK_OPT_LARGE_CACHE_MB,  /**< HAKMEM_LARGE_CACHE_MB: most megabytes of freed large blocks kept mapped */
-  HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: 1 = a background thread purges the shared caches
-                                 (segments, large mappings) after the purge delay even while the program
-                                 makes no call; started only once they, or the memory hakmem has
-                                 committed, hold over 32 MiB. Once it runs the
+  HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: 1 = a background thread purges freed large
+                                 blocks and the free slices of every segment (idle threads' too) after
+                                 the purge delay even while the program makes no call; started only once
+                                 hakmem holds over 32 MiB. Once it runs the
                                  process is no longer single-threaded, which makes each large-tier call a
                                  few tens of ns dearer (locks and atomic counters). 0 in the fast profile,
                                  1 otherwise (since 0.4.0) */

@@ -152,6 +152,8 @@ static void heap_reset(hak_heap *heap) {
   heap->retired_classes = 0;
   heap->work_pending = false;
   heap->segments = NULL;
+  heap->abandoned_seen = 0;
+  heap->abandoned_seen_frees = 0;
   heap->segment_count = 0;
 }
 
@@ -268,7 +270,11 @@ static void heap_maintain(hak_heap *heap, bool force) {
     notified &= notified - 1;
     rescue_full_pages(heap, cls);
   }
-  if (heap->empty_pages) retire_empty_pages(heap, force ? 0 : (uint32_t)interval, force);
+  /* pages empty for a whole interval retire; during a burst of frees (an early pass) those empty for
+   * AUTO_INTERVAL_MIN slow paths, since a grown interval would keep the whole burst for good once the
+   * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
+  uint32_t age = force ? 0 : heap->empty_pages >= EMPTY_PAGES_EARLY_PASS ? AUTO_INTERVAL_MIN : (uint32_t)interval;
+  if (heap->empty_pages) retire_empty_pages(heap, age, force);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
    * slow paths, since it walks every page and a pass may come every AUTO_INTERVAL_MIN */
   if (heap->slow_events - heap->counts_folded_at >= COUNTS_FOLD_EVENTS) {
@@ -278,8 +284,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
   uint64_t now = hak_clock_ms();
   bool purge_pending = false;
   for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
-    hak_segment_purge(seg, now, force);
-    purge_pending |= seg->purge_due_ms != 0;
+    purge_pending |= hak_segment_purge(seg, now, force);
   }
   heap->work_pending = purge_pending || heap->empty_pages != 0;
   hak_segment_cache_collect(false);
@@ -311,10 +316,7 @@ static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_pa
 static inline hak_page *rotate_queue(hak_heap *heap, unsigned cls);
 
 /* Whether a thread other than the caller has a heap (started and not yet exited). */
-static bool other_threads_live(void) {
-  return atomic_load_explicit(&heaps.started, memory_order_relaxed) -
-             atomic_load_explicit(&heaps.exited, memory_order_relaxed) > 1;
-}
+static bool other_threads_live(void) { return hak_heaps_live() > 1; }
 
 /* Count one slow allocation (the maintenance clock and the statistics). */
 static void count_slow_alloc(hak_heap *heap) {
@@ -621,8 +623,15 @@ void hak_heap_thread_done(void *arg) {
   heap->in_use = false;
   pthread_mutex_unlock(&heaps.lock);
   /* its abandoned segments may have asked for the purger, and the other threads may all be idle; from here
-   * this thread's allocations (pthread_create's) go to the late heap */
+   * this thread's allocations (pthread_create's) go to the late heap. A purger waiting for work looks
+   * again whether any thread is left to give it some. */
   hak_purger_start_pending();
+  hak_purger_thread_exited();
+}
+
+uint64_t hak_heaps_live(void) {
+  return atomic_load_explicit(&heaps.started, memory_order_relaxed) -
+         atomic_load_explicit(&heaps.exited, memory_order_relaxed);
 }
 
 void hak_heap_flush_counts(hak_heap *heap) {

@@ -42,15 +42,15 @@
  * something to give.
  *
  * Thread exit (heap.c): the heap's pages are collected; empty pages and segments go back; segments
- * that still hold live blocks are *abandoned* to a global list, with their owner cleared. The first free
- * of one of their blocks *reclaims* the segment for the freeing thread (page.c), and so does a heap that
- * needs a new page.
+ * that still hold live blocks are *abandoned* to a global list, with their owner cleared. A thread that
+ * frees 64 of their blocks in a row *reclaims* the segment (page.c), and so does a heap that needs a new
+ * page.
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
  * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
  * the cache is full), and cached large mappings. The owning threads' maintenance passes do it while
- * they allocate; the two global caches are also emptied by the background purger (purger.c) when the
- * program goes idle.
+ * they allocate; the background purger (purger.c) purges the large cache and every segment's free slices
+ * when the program goes idle.
  *
  * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) store free-list pointers xored with a per-page key
  * and rotated (a changed low byte decodes out of range), end every small/medium block with a canary
@@ -62,6 +62,7 @@
 #define HAK_INTERNAL_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stddef.h>
@@ -193,10 +194,16 @@ typedef struct hak_segment {
   uint32_t used_pages;
   _Atomic(hak_heap *) owner;         /* NULL when abandoned or cached */
   bool abandoned;                    /* in the abandoned list (segment.c, under its lock) */
+  /* The slice words and the purge deadline below change under slices_lock: the owner's page-level slow
+   * paths take it, and so does the collection that purges every segment's due slices, the owner's
+   * included, so that a thread gone idle gets its freed slices purged too (segment.c). A zeroed mutex
+   * is a default one, and a fresh segment is zeroes. */
+  pthread_mutex_t slices_lock;
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
   uint64_t purged_slices;            /* free slices returned to the OS */
   uint64_t purge_due_ms;             /* when dirty free slices may be purged (0: nothing pending) */
+  struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
   uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
   uint8_t slice_class[HAK_SLICES];   /* class of the last page on the slice (meaningful while it is dirty) */
@@ -238,6 +245,9 @@ struct hak_heap {
   uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
+  uintptr_t abandoned_seen;            /* the abandoned segment this thread last freed into (an address
+                                        * only: page.c's adopt_on_free) and its frees there in a row */
+  uint32_t abandoned_seen_frees;
   uint64_t random;                     /* hardened builds: key generator state */
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
@@ -280,14 +290,16 @@ void hak_stats_memory(struct hak_stats *out);
  * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock of
  * the caches (the late heap's mutex may be held: the purger's lock comes after it). */
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
-/* hakmem's committed memory grew (a new segment or large mapping): ask for the purger ahead of the frees
- * once it is over the start size. The same locks as hak_purger_note. */
+/* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
+ * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);
 /* Create the purger thread if a note asked for it. Only on allocation paths holding nothing (the top of
  * the small/medium slow path, the end of a large allocation) and at a thread's exit: pthread_create
  * allocates, and it takes glibc's stack-cache lock, under which glibc frees a dead thread's TLS, so never
  * inside free (purger.c). */
 void hak_purger_start_pending(void);
+/* A thread with a heap exited: an idle purger looks again whether to end. */
+void hak_purger_thread_exited(void);
 void hak_purger_lock(void);
 void hak_purger_unlock(void);
 void hak_purger_after_fork_child(void);
@@ -302,6 +314,8 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block);
  * fast path can end in a tail call. */
 __attribute__((noinline, cold, returns_nonnull)) hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block);
 void hak_heap_thread_done(void *heap);
+/* Threads whose heap is live (started and not exited). */
+uint64_t hak_heaps_live(void);
 void hak_heaps_init_key(void);
 hak_heap *hak_heap_for_thread(void);
 /* The calling thread's heap for counting a free, created if the thread has none and is not exiting;
@@ -342,7 +356,9 @@ void hak_page_clear_full_state(hak_page *page);
  * that, from a cached or newly mapped segment. NULL when there is no room (or no memory). */
 hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment);
 void hak_segment_page_free(hak_heap *heap, hak_page *page);
-void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
+/* Purge the dirty free slices of `seg` if their delay has passed (or `force`); whether a purge is still
+ * pending afterwards. */
+bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
 void hak_segment_release(hak_heap *heap, hak_segment *seg);
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
 /* Take the most recently abandoned segment off the global list; NULL if the list is empty. */

@@ -237,7 +237,6 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
       errno = ENOMEM;
       return NULL;
     }
-    hak_purger_note_growth();
   }
   uint8_t *user = (uint8_t *)h + off;
   if (!place_user(h, user)) {
@@ -253,6 +252,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_counter_add(&large.allocs, 1);
   hak_counter_add(&large.alloc_bytes, hak_large_usable(h));
   live_add(h, true);
+  hak_purger_note_growth(); /* a new mapping, or a cached one whose pages may have been purged */
   hak_purger_start_pending(); /* the block is the caller's already: a nested malloc cannot disturb it */
   return user;
 }

@@ -115,6 +115,28 @@ static _Atomic uint64_t orphan_remote_frees;
 
 uint64_t hak_orphan_remote_frees(void) { return atomic_load_explicit(&orphan_remote_frees, memory_order_relaxed); }
 
+/* Frees in a row into one abandoned segment after which the freeing thread takes the segment over. */
+#define ADOPT_AFTER_FREES 64
+
+/* A free into `seg`, a segment of an exited thread: whether this thread has now taken it over
+ * (hak_heap_adopt), so that this free and the next ones into it are local and its pages go back to the
+ * OS once empty, as its own do. Left abandoned, pages that other threads emptied stayed resident until
+ * some thread needed room, which an idle program never does (200 MB for good after a main thread freed a
+ * finished worker's blocks and slept). Only a thread that frees many of its blocks in a row takes it
+ * over: the remote frees of everyone else then wait for that thread's slow paths, so a thread that
+ * frees a few blocks here and there and then idles must not become the owner (a reviewer's pool thread
+ * that freed 50 blocks across 13 such segments kept 45 MB of others' frees from coming back). */
+static bool adopt_on_free(hak_heap *heap, hak_segment *seg) {
+  if (heap->abandoned_seen != (uintptr_t)seg) {
+    heap->abandoned_seen = (uintptr_t)seg;
+    heap->abandoned_seen_frees = 0;
+  }
+  if (++heap->abandoned_seen_frees < ADOPT_AFTER_FREES || !hak_segment_reclaim(seg)) return false;
+  heap->abandoned_seen = 0;
+  hak_heap_adopt(heap, seg);
+  return true;
+}
+
 /* Once the CAS has published the block, the owner may collect it, free the page and unmap the segment
  * at any moment: everything needed from the page and segment is read before, and afterwards only heap
  * structures (never unmapped) are touched. */
@@ -122,11 +144,7 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
   if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-  if (owner == NULL && heap != &hak_heap_empty && hak_segment_reclaim(seg)) {
-    /* A segment of an exited thread: this thread takes it over, so this free and the next ones into it
-     * are local, and its pages go back to the OS once empty. Left abandoned, the pages that other threads
-     * emptied stayed resident until some thread needed a segment, which an idle program never does. */
-    hak_heap_adopt(heap, seg);
+  if (owner == NULL && heap != &hak_heap_empty && adopt_on_free(heap, seg)) {
     hak_free_local_slow(heap, page, block);
     return;
   }

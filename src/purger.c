@@ -1,15 +1,16 @@
-/* purger.c — the background purger: one thread that returns the memory of the process-wide caches (large.c's
- * cached mappings, segment.c's cached segments) to the OS once their purge delay has passed, so a program
- * that goes idle after a burst gets its RSS back without calling into hakmem again. While the program
- * allocates, the threads' own maintenance passes do the same work (heap.c); the purger only covers the
- * silence after.
+/* purger.c — the background purger: one thread that returns freed memory to the OS once its purge delay
+ * has passed — large.c's cached mappings, and the free slices of every segment (segment.c: cached,
+ * abandoned, and those of live threads) — so a program that goes idle after a burst gets its RSS back
+ * without calling into hakmem again. While the program allocates, the threads' own maintenance passes do
+ * the same work (heap.c); the purger covers the silence after. Not covered: empty pages a thread has not
+ * retired yet (owner data, retired on that thread's slow paths).
  *
- * When: the thread is asked for (state PENDING) by a note from either cache once that cache holds more
- * than HAK_PURGER_START_BYTES, purged or not, and ahead of time by the growth of hakmem's committed memory
- * past the same size (hak_purger_note_growth: a new segment or large mapping), so that it already runs
- * when that memory is freed; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or -1. Small
- * programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread runs, every
- * large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost).
+ * When: the thread is asked for (state PENDING) by a note from the large cache or the segments once
+ * hakmem's memory there holds more than HAK_PURGER_START_BYTES, and ahead of time by the growth of its
+ * committed memory past the same size (hak_purger_note_growth: a new page or large block), so that it
+ * already runs when that memory is freed; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or
+ * -1. Small programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread
+ * runs, every large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost).
  * The thread is created only on allocation paths (hak_purger_start_pending: the top of the small/medium
  * slow path, the end of a large allocation) and at a thread's exit, never inside free: glibc frees a dead
  * thread's TLS blocks holding its stack-cache lock, which pthread_create takes too, so a purger created
@@ -17,17 +18,16 @@
  * joined while the large cache filled up). Nor inside the note, which may come from a heap walk.
  * If it cannot be created (a sandbox refusing clone), idle purging stays off for the process.
  *
- * How: it sleeps until the earliest deadline the caches report and is woken only when a note brings an
- * earlier one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one
- * delay later, not at once. It touches nothing but the two caches, under their locks. With no deadline
- * left it waits LINGER_MS for a note (frees come in bursts, and a free cannot start a new thread) and then
- * ends; the next allocation after a note starts another. It must end: a process whose main thread called
- * pthread_exit lives until its last thread ends, and an idle purger must not be that thread.
- *
- * The segment cache's collection also purges the free slices of segments abandoned by exited threads
- * (nobody's until reclaimed under the same lock). Not covered: memory in a live thread's own segments
- * (dirty free slices, empty pages not yet retired), which waits for that thread's allocator activity,
- * hak_collect or malloc_trim. A forked child has no purger until a note of its own asks for one. */
+ * How: it sleeps until the earliest deadline reported and is woken only when a note brings an earlier
+ * one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one delay
+ * later, not at once. It touches nothing but the large cache and the segments' free slices, under their
+ * locks. With no deadline left it waits for the next note as long as hakmem's committed memory stays
+ * over the start size and some thread with a heap lives (a free cannot start a thread, so a purger that
+ * ended while a program kept memory it would free later left that memory resident once the program went
+ * idle); otherwise it ends, and the next allocation after a note starts another. It must end: a process
+ * whose main thread called pthread_exit lives until its last thread ends, and an idle purger must not be
+ * that thread, so each thread's exit wakes it to look again (hak_purger_thread_exited).
+ * A forked child has no purger until a note of its own asks for one. */
 #include <pthread.h>
 
 #include "internal.h"
@@ -37,8 +37,6 @@
 /* Slack added to every sleep: deadlines are read with the coarse clock (hak_clock_ms), which lags the one
  * the sleep is timed with by up to a tick; waking a little late spares a second wake-up. */
 #define SLEEP_SLACK_MS 10
-/* How long the thread waits for a note once no deadline is left, before it ends. */
-#define LINGER_MS 1000
 
 enum { IDLE, PENDING, RUNNING, FAILED }; /* purger.state */
 
@@ -62,22 +60,27 @@ static void sleep_until(uint64_t due_ms) {
   pthread_cond_timedwait(&purger.wake, &purger.lock, &until);
 }
 
+/* Whether the thread, with no deadline left, should wait for the next note rather than end: hakmem still
+ * holds enough memory that a burst of frees could fill the caches, and some thread is left to free it. */
+static bool worth_waiting(void) {
+  return atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) >
+             (int64_t)HAK_PURGER_START_BYTES &&
+         hak_heaps_live() > 0;
+}
+
 static void *purger_main(void *arg) {
-  bool lingered = false;
   pthread_mutex_lock(&purger.lock);
   for (;;) {
     if (purger.due_ms == 0) {
-      if (!lingered) { /* a note (a signal) may come yet */
-        lingered = true;
-        sleep_until(hak_clock_ms() + LINGER_MS);
+      if (worth_waiting()) { /* until a note, or a thread's exit (hak_purger_thread_exited) */
+        pthread_cond_wait(&purger.wake, &purger.lock);
         continue;
       }
-      /* nothing came: end, and let a later note start another. A thread that stayed would keep alive a
-       * process whose main thread left through pthread_exit, and that waits for its last thread. */
+      /* end, and let a later note start another: a thread that stayed would keep alive a process whose
+       * main thread left through pthread_exit, and that waits for its last thread */
       atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
       break;
     }
-    lingered = false;
     uint64_t due = purger.due_ms;
     if (hak_clock_ms() < due) {
       sleep_until(due);
@@ -137,6 +140,13 @@ void hak_purger_start_pending(void) {
   pthread_mutex_unlock(&purger.lock);
   if (start && hak_os_thread_start(purger_main) != 0)
     atomic_store_explicit(&purger.state, FAILED, memory_order_release); /* retrying could cost a clone per free */
+}
+
+void hak_purger_thread_exited(void) {
+  if (atomic_load_explicit(&purger.state, memory_order_acquire) != RUNNING) return;
+  pthread_mutex_lock(&purger.lock); /* so the signal cannot fall between its test and its wait */
+  pthread_cond_signal(&purger.wake);
+  pthread_mutex_unlock(&purger.lock);
 }
 
 void hak_purger_lock(void) { pthread_mutex_lock(&purger.lock); }

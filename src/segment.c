@@ -1,6 +1,7 @@
 /* segment.c — 4 MiB segments and their 64 KiB slices: carving pages out of a heap's segments, giving
- * slices back, purging free slices after the delay, and the two process-wide lists of segments no
- * thread owns: the cache of empty segments and the abandoned segments of exited threads. */
+ * slices back, purging free slices after the delay (every segment's, in the collection the purger and the
+ * maintenance passes run, under each segment's slices_lock), and the process-wide lists: every mapped
+ * segment, the cache of empty segments and the abandoned segments of exited threads. */
 #include <errno.h>
 #include <pthread.h>
 
@@ -15,8 +16,9 @@ static struct {
   hak_segment *cache;     /* empty segments, most recently released first */
   unsigned cache_count;
   hak_segment *abandoned; /* segments of exited threads that still hold live blocks */
+  hak_segment *all;       /* every mapped segment, owned or not: the collection purges them all */
   _Atomic unsigned abandoned_count;
-  _Atomic uint64_t cache_purge_due_ms; /* earliest purge due in the cache or the abandoned list; 0: none */
+  _Atomic uint64_t cache_purge_due_ms; /* earliest purge due in any segment; 0: none */
   _Atomic uint64_t reclaimed;
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -24,6 +26,16 @@ void hak_segments_lock(void) { pthread_mutex_lock(&segs.lock); }
 void hak_segments_unlock(void) { pthread_mutex_unlock(&segs.lock); }
 void hak_segments_after_fork_child(void) { pthread_mutex_init(&segs.lock, NULL); }
 uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
+
+/* The earliest purge deadline of all segments takes `due` into account. */
+static void note_due(uint64_t due) {
+  if (due == 0) return;
+  uint64_t old = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+  while ((old == 0 || due < old) &&
+         !atomic_compare_exchange_weak_explicit(&segs.cache_purge_due_ms, &old, due, memory_order_relaxed,
+                                                memory_order_relaxed)) {
+  }
+}
 
 static uint64_t run_mask(unsigned at, unsigned n) { return (n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << at; }
 
@@ -88,17 +100,28 @@ static hak_segment *segment_map(void) {
   seg->pages[0].block_size = 16;
   seg->free_slices = ~(uint64_t)1;
   for (unsigned i = 0; i < HAK_SLICES; i++) seg->slice_page[i] = (uint8_t)i;
+  pthread_mutex_lock(&segs.lock);
+  seg->all_next = segs.all;
+  if (segs.all != NULL) segs.all->all_prev = seg;
+  segs.all = seg;
+  pthread_mutex_unlock(&segs.lock);
   return seg;
 }
 
+/* Unmap `seg`, which no list but `all` holds any more; the caller holds no lock. */
 static void segment_unmap(hak_segment *seg) {
+  pthread_mutex_lock(&segs.lock);
+  if (seg->all_prev != NULL) seg->all_prev->all_next = seg->all_next;
+  else segs.all = seg->all_next;
+  if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
+  pthread_mutex_unlock(&segs.lock);
   /* the whole segment was counted as committed when mapped, purged slices were uncounted since */
   hak_os_recommit((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT);
   hak_pagemap_set(seg, NULL);
   hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, true);
 }
 
-/* Return the free slices in `slices` to the OS, a system call per contiguous run. */
+/* Return the free slices in `slices` to the OS, a system call per contiguous run (slices_lock held). */
 static void purge_slices(hak_segment *seg, uint64_t slices) {
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
   while (slices) {
@@ -111,7 +134,8 @@ static void purge_slices(hak_segment *seg, uint64_t slices) {
   }
 }
 
-void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
+/* hak_segment_purge with slices_lock held. */
+static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t dirty = seg->dirty_slices & seg->free_slices;
   if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
   purge_slices(seg, dirty);
@@ -119,6 +143,22 @@ void hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
   seg->purge_due_ms = 0;
 }
 
+bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
+  pthread_mutex_lock(&seg->slices_lock);
+  purge_locked(seg, now_ms, force);
+  bool pending = seg->purge_due_ms != 0;
+  pthread_mutex_unlock(&seg->slices_lock);
+  return pending;
+}
+
+static uint64_t purge_due_of(hak_segment *seg) {
+  pthread_mutex_lock(&seg->slices_lock);
+  uint64_t due = seg->purge_due_ms;
+  pthread_mutex_unlock(&seg->slices_lock);
+  return due;
+}
+
+/* A page of class `cls` on slices at..at+n of `seg` (slices_lock held). */
 static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
   uint64_t bits = run_mask(at, n);
   uint64_t purged = bits & seg->purged_slices;
@@ -141,7 +181,7 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   return page;
 }
 
-/* Free slices still holding pages that blocks of class `cls` touched (not purged since). */
+/* Free slices still holding pages that blocks of class `cls` touched (not purged since; slices_lock held). */
 static uint64_t dirty_slices_of_class(const hak_segment *seg, unsigned cls) {
   uint64_t dirty = seg->free_slices & seg->dirty_slices, same = 0;
   while (dirty) {
@@ -163,14 +203,20 @@ static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned
   bool sparse = hak_class_size(cls) > HAK_OS_PAGE;
   for (int pass = 0; pass < 3; pass++) {
     for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
+      pthread_mutex_lock(&seg->slices_lock);
       uint64_t candidates = pass == 0   ? dirty_slices_of_class(seg, cls)
                             : pass == 1 ? seg->free_slices & ~seg->dirty_slices
                                         : seg->free_slices;
       int at = find_run(candidates, n);
-      if (at < 0) continue;
+      if (at < 0) {
+        pthread_mutex_unlock(&seg->slices_lock);
+        continue;
+      }
       uint64_t stale = run_mask((unsigned)at, n) & seg->dirty_slices;
       if (pass == 2 && stale && sparse && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] >= 0) purge_slices(seg, stale);
-      return take_page(heap, seg, (unsigned)at, n, cls);
+      hak_page *page = take_page(heap, seg, (unsigned)at, n, cls);
+      pthread_mutex_unlock(&seg->slices_lock);
+      return page;
     }
   }
   return NULL;
@@ -179,6 +225,7 @@ static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned
 hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment) {
   unsigned n = slices_for_class(cls);
   hak_page *page = page_from_owned_segments(heap, cls, n);
+  if (page != NULL) hak_purger_note_growth(); /* its slices may have been purged: committed again */
   if (page != NULL || !add_segment) return page;
   pthread_mutex_lock(&segs.lock);
   hak_segment *seg = segs.cache;
@@ -188,7 +235,7 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
   }
   pthread_mutex_unlock(&segs.lock);
   int saved_errno = errno; /* a first failure that the retry repairs must not show through malloc */
-  if (seg == NULL && (seg = segment_map()) != NULL) hak_purger_note_growth();
+  if (seg == NULL) seg = segment_map();
   if (seg == NULL) { /* out of memory or address space: give back everything free, then retry once */
     hak_heaps_collect(true);
     page = page_from_owned_segments(heap, cls, n);
@@ -197,7 +244,11 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
     if (page != NULL) return page;
   }
   own(heap, seg);
-  return take_page(heap, seg, 1, n, cls);
+  pthread_mutex_lock(&seg->slices_lock); /* a cached segment is in `all`, which the collection walks */
+  page = take_page(heap, seg, 1, n, cls);
+  pthread_mutex_unlock(&seg->slices_lock);
+  hak_purger_note_growth();
+  return page;
 }
 
 void hak_segment_page_free(hak_heap *heap, hak_page *page) {
@@ -210,39 +261,43 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
     seg->slice_page[i] = (uint8_t)i;
     seg->slice_class[i] = page->size_class;
   }
-  uint64_t bits = run_mask(at, n);
-  seg->free_slices |= bits;
-  seg->dirty_slices |= bits;
+  uint64_t bits = run_mask(at, n), due = 0;
   seg->used_pages--;
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  pthread_mutex_lock(&seg->slices_lock);
+  seg->free_slices |= bits;
+  seg->dirty_slices |= bits;
   if (delay == 0) {
-    hak_segment_purge(seg, 0, true);
+    purge_locked(seg, 0, true);
   } else if (delay > 0 && seg->purge_due_ms == 0) {
-    seg->purge_due_ms = hak_clock_ms() + (uint64_t)delay;
+    due = seg->purge_due_ms = hak_clock_ms() + (uint64_t)delay;
   }
-  if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) hak_segment_release(heap, seg);
+  pthread_mutex_unlock(&seg->slices_lock);
+  if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) {
+    hak_segment_release(heap, seg);
+  } else if (due != 0) {
+    /* the collection purges it too, should the owner go idle before its own pass: tell the purger (it
+     * is asked for, and started by the next allocation, once hakmem's memory is big enough to matter) */
+    note_due(due);
+    hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
+  }
 }
 
-/* The earliest purge deadline of the two lists takes `due` into account (segs.lock held). */
-static void note_due_locked(uint64_t due) {
-  if (due == 0) return;
-  uint64_t old = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
-  if (old == 0 || due < old) atomic_store_explicit(&segs.cache_purge_due_ms, due, memory_order_relaxed);
-}
 
 void hak_segment_release(hak_heap *heap, hak_segment *seg) {
   if (heap != NULL) disown(heap, seg);
   hak_segment *evict = NULL;
+  uint64_t seg_due = purge_due_of(seg);
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.cache, seg);
-  note_due_locked(seg->purge_due_ms);
+  note_due(seg_due);
   if (++segs.cache_count > SEGMENT_CACHE_MAX && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] >= 0) {
     for (evict = segs.cache; evict->next != NULL; evict = evict->next) {
     }
     list_remove(&segs.cache, evict);
     segs.cache_count--;
   }
-  uint64_t due = seg->purge_due_ms, cached_bytes = (uint64_t)segs.cache_count * HAK_SEGMENT_SIZE;
+  uint64_t due = seg_due, cached_bytes = (uint64_t)segs.cache_count * HAK_SEGMENT_SIZE;
   pthread_mutex_unlock(&segs.lock);
   if (evict != NULL) segment_unmap(evict);
   if (due != 0) hak_purger_note(due, cached_bytes);
@@ -256,11 +311,11 @@ uint64_t hak_segment_cache_purge_due(void) {
  * collection below may purge them like a cached segment's: an idle program gets them back too. */
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   disown(heap, seg);
+  uint64_t due = purge_due_of(seg);
   pthread_mutex_lock(&segs.lock);
   list_push(&segs.abandoned, seg);
   seg->abandoned = true;
-  uint64_t due = seg->purge_due_ms;
-  note_due_locked(due);
+  note_due(due);
   atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
   uint64_t held = (uint64_t)(segs.cache_count + atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed)) *
                   HAK_SEGMENT_SIZE;
@@ -305,12 +360,21 @@ void hak_segment_cache_collect(bool force) {
     segs.cache = NULL;
     segs.cache_count = 0;
   }
+  /* every segment: cached and abandoned ones are nobody's, and an owner that went idle would keep its
+   * freed slices for good. A segment whose lock is busy (its owner taking a page) waits for the next
+   * collection; so does one whose lock a fork left held by a thread the child does not have. */
   uint64_t next_due = 0;
-  for (int list = 0; list < 2; list++) {
-    for (hak_segment *seg = list == 0 ? segs.cache : segs.abandoned; seg != NULL; seg = seg->next) {
-      hak_segment_purge(seg, now, false);
-      if (seg->purge_due_ms != 0 && (next_due == 0 || seg->purge_due_ms < next_due)) next_due = seg->purge_due_ms;
+  for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
+    uint64_t due;
+    if (pthread_mutex_trylock(&seg->slices_lock) == 0) {
+      purge_locked(seg, now, false);
+      due = seg->purge_due_ms;
+      pthread_mutex_unlock(&seg->slices_lock);
+    } else {
+      long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+      due = now + (uint64_t)(delay > 0 ? delay : 1);
     }
+    if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
   }
   atomic_store_explicit(&segs.cache_purge_due_ms, next_due, memory_order_relaxed);
   pthread_mutex_unlock(&segs.lock);

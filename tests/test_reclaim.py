@@ -3,7 +3,7 @@ other destructors allocate late, pages emptied only by remote frees, released by
 resident memory of churning sets of medium and of large blocks, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
 a slow path, a freed large block reused, counted and released by hak_collect (also one that an
-exited thread freed), the abandoned segment a thread frees into taken over by that thread, a purge deadline that
+exited thread freed), an exited thread's segment that other threads emptied given back, a purge deadline that
 does not outlive the slices it was set for, and memory freed in bursts that comes back while the program
 sleeps."""
 import pytest
@@ -12,7 +12,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "adopt",
+@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied",
                                   "deadline", "asleep", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;
@@ -25,7 +25,8 @@ def test_memory_comes_back(run_program, case, variant):
            # balanced profile's purge mode and cache size whatever the caller's environment
            "asleep": {"HAKMEM_PURGE_DELAY_MS": "400", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_LARGE_CACHE_MB": "1024",
                       "HAKMEM_BACKGROUND_PURGE": "1"},
-           "refused": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"}}.get(case)
+           "refused": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"},
+           "emptied": {"HAKMEM_PURGE_DELAY_MS": "100"}}.get(case)
     proc = run_program("test_reclaim", variant, args=(case,), env=env, timeout=120)
     assert proc.returncode == 0, describe(proc)
     assert f"{case}:" in proc.stdout, describe(proc)
