@@ -152,8 +152,7 @@ static void heap_reset(hak_heap *heap) {
   heap->retired_classes = 0;
   heap->work_pending = false;
   heap->segments = NULL;
-  heap->abandoned_seen = 0;
-  heap->abandoned_seen_frees = 0;
+  memset(heap->abandoned_seen, 0, sizeof heap->abandoned_seen);
   heap->segment_count = 0;
 }
 

@@ -128,6 +128,9 @@ static inline uintptr_t hak_remote_word(hak_block *list, uint32_t count, uintptr
 
 typedef struct hak_heap hak_heap;
 
+/* Slots of a heap's table of frees into abandoned segments (page.c). */
+#define HAK_ADOPT_SLOTS 64
+
 /* A run of slices holding blocks of one class, laid out in three cache lines by who writes them, so that
  * neither the owner's fast paths nor other threads' frees read a line the other side keeps writing. */
 typedef struct hak_page {
@@ -202,7 +205,8 @@ typedef struct hak_segment {
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
   uint64_t purged_slices;            /* free slices returned to the OS */
-  uint64_t purge_due_ms;             /* when dirty free slices may be purged (0: nothing pending) */
+  _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
+                                        without the lock to skip a segment with nothing due */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
   uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
@@ -245,9 +249,12 @@ struct hak_heap {
   uint64_t retired_classes;            /* classes that retired a page since the last pass */
   uint32_t segment_count;
   hak_segment *segments;               /* owned segments */
-  uintptr_t abandoned_seen;            /* the abandoned segment this thread last freed into (an address
-                                        * only: page.c's adopt_on_free) and its frees there in a row */
-  uint32_t abandoned_seen_frees;
+  /* Frees of this thread into abandoned segments, per segment (page.c's adopt_on_free): a small table
+   * indexed by the segment's address, each slot an address only and a count */
+  struct {
+    uintptr_t seg;
+    uint32_t frees;
+  } abandoned_seen[HAK_ADOPT_SLOTS];
   uint64_t random;                     /* hardened builds: key generator state */
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */

@@ -143,7 +143,8 @@ void hak_purger_start_pending(void) {
 }
 
 void hak_purger_thread_exited(void) {
-  if (atomic_load_explicit(&purger.state, memory_order_acquire) != RUNNING) return;
+  /* the only change an exit makes to the purger's choice is to leave no thread with a heap */
+  if (atomic_load_explicit(&purger.state, memory_order_acquire) != RUNNING || hak_heaps_live() != 0) return;
   pthread_mutex_lock(&purger.lock); /* so the signal cannot fall between its test and its wait */
   pthread_cond_signal(&purger.wake);
   pthread_mutex_unlock(&purger.lock);

@@ -24,7 +24,12 @@ static struct {
 
 void hak_segments_lock(void) { pthread_mutex_lock(&segs.lock); }
 void hak_segments_unlock(void) { pthread_mutex_unlock(&segs.lock); }
-void hak_segments_after_fork_child(void) { pthread_mutex_init(&segs.lock, NULL); }
+void hak_segments_after_fork_child(void) {
+  pthread_mutex_init(&segs.lock, NULL);
+  /* a segment's lock held by a thread the child does not have would be held for good (the collection
+   * would skip that segment at every pass, never idle); only this thread runs here */
+  for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) pthread_mutex_init(&seg->slices_lock, NULL);
+}
 uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
 
 /* The earliest purge deadline of all segments takes `due` into account. */
@@ -137,25 +142,25 @@ static void purge_slices(hak_segment *seg, uint64_t slices) {
 /* hak_segment_purge with slices_lock held. */
 static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t dirty = seg->dirty_slices & seg->free_slices;
-  if (dirty == 0 || (!force && (seg->purge_due_ms == 0 || now_ms < seg->purge_due_ms))) return;
+  uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+  if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
   purge_slices(seg, dirty);
   seg->dirty_slices = 0;
-  seg->purge_due_ms = 0;
+  atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
 }
 
 bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
+  uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+  if (!force && (due == 0 || now_ms < due)) return due != 0; /* nothing due: no lock */
   pthread_mutex_lock(&seg->slices_lock);
   purge_locked(seg, now_ms, force);
-  bool pending = seg->purge_due_ms != 0;
+  bool pending = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) != 0;
   pthread_mutex_unlock(&seg->slices_lock);
   return pending;
 }
 
-static uint64_t purge_due_of(hak_segment *seg) {
-  pthread_mutex_lock(&seg->slices_lock);
-  uint64_t due = seg->purge_due_ms;
-  pthread_mutex_unlock(&seg->slices_lock);
-  return due;
+static uint64_t purge_due_of(const hak_segment *seg) {
+  return atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
 }
 
 /* A page of class `cls` on slices at..at+n of `seg` (slices_lock held). */
@@ -169,7 +174,7 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   /* purge_due_ms is set exactly while dirty free slices wait: when the last of them is taken again, a
    * deadline left behind would purge the next freed slice too early (hak_segment_page_free sets one only
    * when none is pending) and keep the heap's maintenance at its fastest rate (heap_maintain) */
-  if ((seg->dirty_slices & seg->free_slices) == 0) seg->purge_due_ms = 0;
+  if ((seg->dirty_slices & seg->free_slices) == 0) atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
   for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)at;
   hak_page *page = &seg->pages[at];
   uintptr_t key = 0, canary_key = 0;
@@ -203,6 +208,8 @@ static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned
   bool sparse = hak_class_size(cls) > HAK_OS_PAGE;
   for (int pass = 0; pass < 3; pass++) {
     for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
+      /* only the owner changes free_slices: a segment without room is skipped without its lock */
+      if (find_run(seg->free_slices, n) < 0) continue;
       pthread_mutex_lock(&seg->slices_lock);
       uint64_t candidates = pass == 0   ? dirty_slices_of_class(seg, cls)
                             : pass == 1 ? seg->free_slices & ~seg->dirty_slices
@@ -269,8 +276,9 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   seg->dirty_slices |= bits;
   if (delay == 0) {
     purge_locked(seg, 0, true);
-  } else if (delay > 0 && seg->purge_due_ms == 0) {
-    due = seg->purge_due_ms = hak_clock_ms() + (uint64_t)delay;
+  } else if (delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
+    due = hak_clock_ms() + (uint64_t)delay;
+    atomic_store_explicit(&seg->purge_due_ms, due, memory_order_relaxed);
   }
   pthread_mutex_unlock(&seg->slices_lock);
   if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) {
@@ -355,6 +363,8 @@ void hak_segment_cache_collect(bool force) {
   if (!force && now < due) return;
   hak_segment *unmap = NULL;
   pthread_mutex_lock(&segs.lock);
+  /* taken now and merged back at the end: an owner may set a deadline once the walk is past its segment */
+  atomic_store_explicit(&segs.cache_purge_due_ms, 0, memory_order_relaxed);
   if (force) {
     unmap = segs.cache;
     segs.cache = NULL;
@@ -365,10 +375,14 @@ void hak_segment_cache_collect(bool force) {
    * collection; so does one whose lock a fork left held by a thread the child does not have. */
   uint64_t next_due = 0;
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
-    uint64_t due;
+    uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+    if (due == 0 || due > now) { /* nothing due here: no lock */
+      if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
+      continue;
+    }
     if (pthread_mutex_trylock(&seg->slices_lock) == 0) {
       purge_locked(seg, now, false);
-      due = seg->purge_due_ms;
+      due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
       pthread_mutex_unlock(&seg->slices_lock);
     } else {
       long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
@@ -376,7 +390,7 @@ void hak_segment_cache_collect(bool force) {
     }
     if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
   }
-  atomic_store_explicit(&segs.cache_purge_due_ms, next_due, memory_order_relaxed);
+  note_due(next_due);
   pthread_mutex_unlock(&segs.lock);
   while (unmap != NULL) {
     hak_segment *next = unmap->next;

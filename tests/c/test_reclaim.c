@@ -23,7 +23,7 @@
  *           from the first once purged it at the next maintenance pass);
  *   asleep: a thread that frees nearly all its blocks and exits (its segments abandoned, and its exit
  *           what asks for the purger), then 60 MB of blocks an exited thread left live, freed by the main
- *           thread, then a burst of large blocks and one of small blocks, all freed,
+ *           thread in a shuffled order, then a burst of large blocks and one of small blocks, all freed,
  *           each followed by no call at all: the memory comes back within a few purge delays anyway (the
  *           background purger), also in a forked child; a program that never cached much has no thread
  *           but its own;
@@ -640,6 +640,17 @@ static int check_asleep(void) {
   for (int i = 0; i < EXITED_BLOCKS; i++)
     if (handed[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc(1000) in the handing thread\n"), 1;
   long held = rss_kib();
+  /* in a shuffled order (a hash table's, say): counting frees in a row into one segment missed it */
+  uint64_t x = 88172645463325252ull;
+  for (int i = EXITED_BLOCKS - 1; i > 0; i--) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    int j = (int)(x % (uint64_t)(i + 1));
+    char *tmp = handed[i];
+    handed[i] = handed[j];
+    handed[j] = tmp;
+  }
   for (int i = 0; i < EXITED_BLOCKS; i++) free(handed[i]);
   long handed_asleep = sleep_until_rss(limit_kib, 3000);
   printf("asleep: blocks of an exited thread: %ld KiB resident while live, asleep after their frees %ld\n", held,
