@@ -43,7 +43,7 @@
  *
  * Thread exit (heap.c): the heap's pages are collected; empty pages and segments go back; segments
  * that still hold live blocks are *abandoned* to a global list, with their owner cleared. A thread that
- * frees 64 of their blocks in a row *reclaims* the segment (page.c), and so does a heap that needs a new
+ * has freed 64 of their blocks *reclaims* the segment (page.c), and so does a heap that needs a new
  * page.
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment

@@ -263,7 +263,7 @@ static void check_stats(void) {
   CHECK(DELTA(s5, s6, frees) >= 500, "frees grew by %llu after freeing 500 blocks of a running thread",
         DELTA(s5, s6, frees));
 
-  /* blocks of a thread that has exited: remote frees into its abandoned segment until 64 in a row take
+  /* blocks of a thread that has exited: remote frees into its abandoned segment until 64 of them take
    * the segment over (page.c), local frees after that */
   REQUIRE(pthread_create(&t, NULL, remote_thread, remote) == 0, "pthread_create");
   REQUIRE(pthread_join(t, NULL) == 0, "pthread_join");
