@@ -121,13 +121,11 @@ uint64_t hak_orphan_remote_frees(void) { return atomic_load_explicit(&orphan_rem
 /* A free into `seg`, a segment of an exited thread: whether this thread has now taken it over
  * (hak_heap_adopt), so that this free and the next ones into it are local and its pages go back to the
  * OS once empty, as its own do. Left abandoned, pages that other threads emptied stayed resident until
- * some thread needed room, which an idle program never does (200 MB for good after a main thread freed a
- * finished worker's blocks and slept). Only a thread that has freed many of its blocks takes it over,
- * in any order (a table slot per segment; counting frees in a row only missed every shuffled order:
- * 112 MB stayed): the remote frees of everyone else then wait for that thread's slow paths, so a thread
- * that frees a few blocks here and there and then idles must not become the owner (a reviewer's pool
- * thread that freed 50 blocks across 13 such segments kept 45 MB of others' frees from coming back).
- * Two segments sharing a slot restart each other's count. */
+ * some thread needed room, which an idle program never does (test_reclaim asleep). Only a thread that
+ * has freed many of its blocks takes it over, in any order (a table slot per segment: counting frees in
+ * a row missed every shuffled order): the remote frees of everyone else then wait for that thread's slow
+ * paths, so a thread that frees a few blocks here and there and then idles must not become the owner
+ * (test_reclaim pool). Two segments sharing a slot restart each other's count. */
 static bool adopt_on_free(hak_heap *heap, hak_segment *seg) {
   unsigned slot = (unsigned)((uintptr_t)seg >> HAK_CHUNK_SHIFT) & (HAK_ADOPT_SLOTS - 1);
   if (heap->abandoned_seen[slot].seg != (uintptr_t)seg) {

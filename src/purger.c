@@ -52,6 +52,11 @@ static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
 
 static void init_wake(void) { hak_os_cond_init_monotonic(&purger.wake); }
 
+/* Whether the options let the thread run at all (HAKMEM_BACKGROUND_PURGE, a purge delay above 0). */
+static bool idle_purging_on(void) {
+  return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] != 0 && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] > 0;
+}
+
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
 static void sleep_until(uint64_t due_ms) {
@@ -105,8 +110,7 @@ static void *purger_main(void *arg) {
 
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
   int state = atomic_load_explicit(&purger.state, memory_order_acquire);
-  if (state == FAILED || (state == IDLE && cached_bytes <= HAK_PURGER_START_BYTES)) return;
-  if (hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 0 || hak_opts.value[HAK_OPT_PURGE_DELAY_MS] <= 0) return;
+  if (state == FAILED || (state == IDLE && cached_bytes <= HAK_PURGER_START_BYTES) || !idle_purging_on()) return;
   uint64_t planned = atomic_load_explicit(&purger.sleep_until_ms, memory_order_relaxed);
   if (state == RUNNING && planned != 0 && planned <= due_ms) return; /* it wakes before then anyway */
   pthread_once(&wake_once, init_wake);
@@ -124,7 +128,7 @@ void hak_purger_note_growth(void) {
   if (atomic_load_explicit(&purger.state, memory_order_relaxed) != IDLE) return;
   if (atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) <= (int64_t)HAK_PURGER_START_BYTES)
     return;
-  if (hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 0 || hak_opts.value[HAK_OPT_PURGE_DELAY_MS] <= 0) return;
+  if (!idle_purging_on()) return;
   pthread_once(&wake_once, init_wake);
   pthread_mutex_lock(&purger.lock);
   if (atomic_load_explicit(&purger.state, memory_order_relaxed) == IDLE)

@@ -16,8 +16,10 @@
  *           list, since frees go back on it) must still get its maintenance, so the freed pages are
  *           purged once the purge delay has passed;
  *   reuse:  a freed large block serves the next request of its size and goes back on hak_collect(true);
- *   emptied: an exited thread's segment whose blocks another thread freed goes back (to the segment
- *           cache) at the next collection that is due, without any thread reclaiming it;
+ *   emptied: a thread that frees all of an exited thread's blocks takes its segment over (after 64
+ *           frees), so they count as freed and the other exited thread's blocks stay intact;
+ *   pool:   an idle thread that freed one in 1,000 of an exited worker's blocks must not take its
+ *           segments over: the main thread frees the rest and allocates as many again, in the same memory;
  *   deadline: pages freed, their slices taken again by new pages before the purge delay ran out, then
  *           freed again after it: the second free gets a full delay of its own (a deadline left over
  *           from the first once purged it at the next maintenance pass);
@@ -34,7 +36,7 @@
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|deadline|asleep|one-thread|refused|
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|one-thread|refused|
  *        pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -382,7 +384,7 @@ static int check_reuse(void) {
   return 0;
 }
 
-/* ---- emptied: an exited thread's segment that other threads emptied goes back ------------------------ */
+/* ---- emptied: the blocks of an exited thread, all freed by another, count as freed -------------------- */
 
 enum { EMPTIED_BLOCKS = 2000 };
 static void *emptied_a[EMPTIED_BLOCKS], *emptied_b[EMPTIED_BLOCKS];
@@ -438,6 +440,63 @@ static int check_emptied(void) {
   if (gone < EMPTIED_BLOCKS)
     return fprintf(stderr, "FAIL emptied: the emptied segment of an exited thread was not given back\n"), 1;
   for (int i = 0; i < EMPTIED_BLOCKS; i++) free(emptied_b[i]);
+  return 0;
+}
+
+/* ---- pool: an idle thread's few frees must not trap everyone else's ------------------------------------ */
+
+static long rss_kib(void);
+
+enum { POOL_BLOCKS = 50000, POOL_EVERY = 1000 };
+static char *pool_blocks[POOL_BLOCKS];
+static pthread_barrier_t pool_step;
+
+static void *pool_worker(void *arg) {
+  for (int i = 0; i < POOL_BLOCKS; i++) {
+    pool_blocks[i] = malloc(1000);
+    if (pool_blocks[i] != NULL) memset(pool_blocks[i], 5, 1000);
+  }
+  return arg;
+}
+
+/* Frees one block in POOL_EVERY of the exited worker's, then idles (blocked) until the end. */
+static void *pool_thread(void *arg) {
+  pthread_barrier_wait(&pool_step);
+  for (int i = 0; i < POOL_BLOCKS; i += POOL_EVERY) {
+    free(pool_blocks[i]);
+    pool_blocks[i] = NULL;
+  }
+  pthread_barrier_wait(&pool_step);
+  pthread_barrier_wait(&pool_step);
+  return arg;
+}
+
+static int check_pool(void) {
+  pthread_t worker, pool;
+  pthread_barrier_init(&pool_step, NULL, 2);
+  if (pthread_create(&pool, NULL, pool_thread, NULL) != 0) return 2;
+  if (pthread_create(&worker, NULL, pool_worker, NULL) != 0 || pthread_join(worker, NULL) != 0) return 2;
+  for (int i = 0; i < POOL_BLOCKS; i++)
+    if (pool_blocks[i] == NULL) return fprintf(stderr, "FAIL pool: malloc(1000) failed\n"), 1;
+  long live = rss_kib();
+  pthread_barrier_wait(&pool_step); /* the pool thread frees its few */
+  pthread_barrier_wait(&pool_step); /* and idles */
+  for (int i = 0; i < POOL_BLOCKS; i++) free(pool_blocks[i]);
+  for (int i = 0; i < POOL_BLOCKS; i++) {
+    pool_blocks[i] = malloc(1000);
+    if (pool_blocks[i] == NULL) return fprintf(stderr, "FAIL pool: malloc(1000) failed\n"), 1;
+    memset(pool_blocks[i], 6, 1000);
+  }
+  long again = rss_kib();
+  printf("pool: %ld KiB with the worker's blocks live, %ld after the main thread freed them and allocated as "
+         "many\n", live, again);
+  for (int i = 0; i < POOL_BLOCKS; i++) free(pool_blocks[i]);
+  pthread_barrier_wait(&pool_step);
+  pthread_join(pool, NULL);
+  /* the memory the main thread freed must serve its new blocks: when the pool thread had taken the
+   * worker's segments over at its first free into each, those frees waited for it and RSS doubled */
+  if (again > live + live / 4)
+    return fprintf(stderr, "FAIL pool: freed memory did not serve the new blocks (an idle thread holds it)\n"), 1;
   return 0;
 }
 
@@ -757,11 +816,12 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
   if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
   if (argc == 2 && strcmp(argv[1], "emptied") == 0) return check_emptied();
+  if (argc == 2 && strcmp(argv[1], "pool") == 0) return check_pool();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   if (argc == 2 && strcmp(argv[1], "one-thread") == 0) return check_one_thread();
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|deadline\n");
+  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline\n");
   return 2;
 }
