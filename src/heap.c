@@ -286,7 +286,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
     purge_pending |= hak_segment_purge(seg, now, force);
   }
   heap->work_pending = purge_pending || heap->empty_pages != 0;
-  hak_segment_cache_collect(false);
+  hak_segments_collect(false);
   hak_large_collect(false);
 }
 
@@ -671,6 +671,6 @@ void hak_heaps_collect(bool force) {
       }
     }
   }
-  hak_segment_cache_collect(force);
+  hak_segments_collect(force);
   hak_large_collect(force);
 }

@@ -374,9 +374,12 @@ hak_segment *hak_segment_reclaim_one(void);
  * keeps `seg` mapped: it holds a live block in it. */
 bool hak_segment_reclaim(hak_segment *seg);
 void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
-void hak_segment_cache_collect(bool force);
-/* Earliest purge deadline among the cached segments (hak_clock_ms time); 0 when none waits. */
-uint64_t hak_segment_cache_purge_due(void);
+/* The collection: purge the free slices of every mapped segment (cached, abandoned, owned) whose delay has
+ * passed; with `force`, also unmap every cached segment. Run by the purger, by maintenance passes (when a
+ * deadline is due) and by hak_collect. */
+void hak_segments_collect(bool force);
+/* Earliest purge deadline among all segments (hak_clock_ms time); 0 when none waits. */
+uint64_t hak_segments_purge_due(void);
 void hak_segments_lock(void);
 void hak_segments_unlock(void);
 void hak_segments_after_fork_child(void);

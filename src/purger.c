@@ -95,8 +95,8 @@ static void *purger_main(void *arg) {
     atomic_store_explicit(&purger.sleep_until_ms, 0, memory_order_relaxed);
     pthread_mutex_unlock(&purger.lock);
     hak_large_collect(false);
-    hak_segment_cache_collect(false);
-    uint64_t next = earliest(hak_large_purge_due(), hak_segment_cache_purge_due());
+    hak_segments_collect(false);
+    uint64_t next = earliest(hak_large_purge_due(), hak_segments_purge_due());
     uint64_t now = hak_clock_ms();
     long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
     if (next != 0 && next <= now) next = now + (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS); /* no progress */

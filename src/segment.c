@@ -18,7 +18,7 @@ static struct {
   hak_segment *abandoned; /* segments of exited threads that still hold live blocks */
   hak_segment *all;       /* every mapped segment, owned or not: the collection purges them all */
   _Atomic unsigned abandoned_count;
-  _Atomic uint64_t cache_purge_due_ms; /* earliest purge due in any segment; 0: none */
+  _Atomic uint64_t earliest_due_ms; /* earliest purge due in any segment; 0: none */
   _Atomic uint64_t reclaimed;
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -35,9 +35,9 @@ uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclai
 /* The earliest purge deadline of all segments takes `due` into account. */
 static void note_due(uint64_t due) {
   if (due == 0) return;
-  uint64_t old = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+  uint64_t old = atomic_load_explicit(&segs.earliest_due_ms, memory_order_relaxed);
   while ((old == 0 || due < old) &&
-         !atomic_compare_exchange_weak_explicit(&segs.cache_purge_due_ms, &old, due, memory_order_relaxed,
+         !atomic_compare_exchange_weak_explicit(&segs.earliest_due_ms, &old, due, memory_order_relaxed,
                                                 memory_order_relaxed)) {
   }
 }
@@ -311,12 +311,12 @@ void hak_segment_release(hak_heap *heap, hak_segment *seg) {
   if (due != 0) hak_purger_note(due, cached_bytes);
 }
 
-uint64_t hak_segment_cache_purge_due(void) {
-  return atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+uint64_t hak_segments_purge_due(void) {
+  return atomic_load_explicit(&segs.earliest_due_ms, memory_order_relaxed);
 }
 
-/* An abandoned segment's free slices are nobody's until a thread reclaims it (under segs.lock), so the
- * collection below may purge them like a cached segment's: an idle program gets them back too. */
+/* Its due slices are purged by the collection (hak_segments_collect) like every segment's; a thread that
+ * frees enough of its blocks (page.c) or needs room takes it over. */
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   disown(heap, seg);
   uint64_t due = purge_due_of(seg);
@@ -356,15 +356,15 @@ bool hak_segment_reclaim(hak_segment *seg) {
   return taken;
 }
 
-void hak_segment_cache_collect(bool force) {
-  uint64_t due = atomic_load_explicit(&segs.cache_purge_due_ms, memory_order_relaxed);
+void hak_segments_collect(bool force) {
+  uint64_t due = atomic_load_explicit(&segs.earliest_due_ms, memory_order_relaxed);
   if (!force && due == 0) return;
   uint64_t now = hak_clock_ms();
   if (!force && now < due) return;
   hak_segment *unmap = NULL;
   pthread_mutex_lock(&segs.lock);
   /* taken now and merged back at the end: an owner may set a deadline once the walk is past its segment */
-  atomic_store_explicit(&segs.cache_purge_due_ms, 0, memory_order_relaxed);
+  atomic_store_explicit(&segs.earliest_due_ms, 0, memory_order_relaxed);
   if (force) {
     unmap = segs.cache;
     segs.cache = NULL;
