@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import shlex
 import shutil
+import signal
 import subprocess
 import tempfile
 import threading
@@ -125,6 +126,15 @@ def _describe_status(code: int) -> str:
     return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
 
+def _kill(pid: int) -> None:
+    """SIGKILL a child this module has not reaped yet. Popen.kill is not used: it polls first, and a poll
+    that reaps a child which has just exited leaves the os.wait4 that follows with no child to wait for."""
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
 def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: float | None = None,
         on_line: Callable[[str], None] | None = None) -> Run:
     """Run the spec once, timed. Raises AllocatorMismatch when the process did not use spec.allocator;
@@ -141,7 +151,7 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
         if timeout is not None:
             def expire() -> None:
                 timed_out.set()
-                proc.kill()
+                _kill(proc.pid)
             watchdog = threading.Timer(timeout, expire)
             watchdog.daemon = True  # a Ctrl-C landing before the try below must not keep the lab alive
             watchdog.start()
@@ -163,7 +173,7 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
                     on_line(line)
             _, status, usage = os.wait4(proc.pid, 0)
         except BaseException:
-            proc.kill()
+            _kill(proc.pid)
             os.wait4(proc.pid, 0)
             proc.returncode = -9
             raise

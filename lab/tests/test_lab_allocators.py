@@ -2,6 +2,7 @@
 deliberately wrong preload."""
 
 import os
+import time
 
 import pytest
 
@@ -127,3 +128,34 @@ def test_strace_pass_is_checked_and_counts_calls(bench_built, root, glibc, not_a
     assert res.per_op() == res.total / res.ops
     with pytest.raises(al.AllocatorMismatch):
         runner.count_syscalls(_spec(al.Allocator("fake", not_an_allocator)), root, timeout=60)
+
+
+def _exited_children() -> list[int]:
+    """Our children that have exited and wait to be reaped."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat", encoding="ascii") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            if fields[0] == "Z" and int(fields[1]) == os.getpid():
+                found.append(int(entry))
+    return found
+
+
+def test_ctrl_c_after_the_workload_exited_is_reported_as_ctrl_c(bench_built, root, glibc):
+    """A Ctrl-C that lands after the workload has exited but before the lab read its last line must reach
+    the caller as KeyboardInterrupt, with the child reaped. (A CI run once saw 'No child processes'
+    instead: killing the child through Popen reaped it behind the lab's back.)"""
+    def interrupt_once_exited(line: str) -> None:
+        deadline = time.monotonic() + 30
+        while not _exited_children():
+            assert time.monotonic() < deadline, "the workload did not exit"
+            time.sleep(0.01)
+        raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(_spec(glibc), root, timeout=60, on_line=interrupt_once_exited)
+    assert _exited_children() == []
