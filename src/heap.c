@@ -3,6 +3,9 @@
  * pages back, and abandoning/reclaiming segments when threads exit. */
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "alloc.h"
 
@@ -188,8 +191,21 @@ hak_heap *hak_heap_for_thread(void) {
   return heap;
 }
 
+/* Whether the calling thread, which has no heap, is in glibc's thread exit past its TSD destructors.
+ * There an exiting detached thread may free other cached stacks' TLS blocks (glibc's stack cache, once
+ * over 40 MiB), and a heap made for that free would never see its key destructor run: it stayed live
+ * for good, so a purger kept a pthread_exit program alive, and after 64 such frees into an exited
+ * thread's segment it took the segment over and pinned it (a review's reproducers, test_reclaim
+ * dying-frees). glibc blocks every signal there, its own SIGCANCEL (32) too, which a program cannot
+ * block (pthread_sigmask leaves it out). One system call, on a thread's first call only. */
+static bool thread_past_destructors(void) {
+  uint64_t mask = 0;
+  if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof mask) != 0) return false;
+  return (mask >> (32 - 1)) & 1;
+}
+
 hak_heap *hak_heap_for_counting(void) {
-  if (tls_heap_done) return &hak_heap_empty;
+  if (tls_heap_done || thread_past_destructors()) return &hak_heap_empty;
   hak_heap *heap = hak_heap_for_thread();
   return heap != NULL ? heap : &hak_heap_empty;
 }
@@ -498,7 +514,7 @@ static void *late_alloc(unsigned cls) {
 
 void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
   if (unlikely(heap == &hak_heap_empty)) {
-    if (tls_heap_done) return late_alloc(cls);
+    if (tls_heap_done || thread_past_destructors()) return late_alloc(cls);
     heap = hak_heap_for_thread();
     if (heap == NULL) {
       errno = ENOMEM;

@@ -16,7 +16,8 @@ struct hak_os_counters hak_os_counters;
 static _Atomic uintptr_t hint_next = HINT_BASE;
 
 static void count_commit(int64_t delta) {
-  int64_t now = atomic_fetch_add_explicit(&hak_os_counters.committed_bytes, delta, memory_order_relaxed) + delta;
+  /* seq_cst (one locked add on x86 either way): the purger's end pairs with a growth on this word */
+  int64_t now = atomic_fetch_add_explicit(&hak_os_counters.committed_bytes, delta, memory_order_seq_cst) + delta;
   int64_t peak = atomic_load_explicit(&hak_os_counters.peak_committed_bytes, memory_order_relaxed);
   while (now > peak && !atomic_compare_exchange_weak_explicit(&hak_os_counters.peak_committed_bytes, &peak, now,
                                                               memory_order_relaxed, memory_order_relaxed)) {

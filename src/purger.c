@@ -19,14 +19,18 @@
  * If it cannot be created (a sandbox refusing clone), idle purging stays off for the process.
  *
  * How: it sleeps until the earliest deadline reported and is woken only when a note brings an earlier
- * one. A collect that leaves a deadline already past (a purge the kernel refused) is retried one delay
- * later, not at once. It touches nothing but the large cache and the segments' free slices, under their
+ * one. A collect that leaves a deadline already past (a purge the kernel refused: locked memory) is
+ * retried one delay later, then two, four, ... up to 64 (a review found a purger that retried every
+ * delay forever). It touches nothing but the large cache and the segments' free slices, under their
  * locks. With no deadline left it waits for the next note as long as hakmem's committed memory stays
  * over the start size and some thread with a heap lives (a free cannot start a thread, so a purger that
  * ended while a program kept memory it would free later left that memory resident once the program went
  * idle); otherwise it ends, and the next allocation after a note starts another. It must end: a process
  * whose main thread called pthread_exit lives until its last thread ends, and an idle purger must not be
- * that thread, so each thread's exit wakes it to look again (hak_purger_thread_exited).
+ * that thread, so each thread's exit wakes it to look again (hak_purger_thread_exited), and once no
+ * thread with a heap is left it ends at once, pending deadlines or not (it stayed for the whole delay,
+ * up to an hour). That count must reach zero: a thread past its TSD destructors gets no heap
+ * (heap.c, hak_heap_for_counting).
  * A forked child has no purger until a note of its own asks for one. */
 #include <pthread.h>
 
@@ -34,6 +38,9 @@
 
 /* Cached bytes above which a note asks for the thread. */
 #define HAK_PURGER_START_BYTES ((uint64_t)32 << 20)
+/* A collect that leaves a deadline already past (the kernel refused a purge: locked memory, say) is
+ * retried after the purge delay, doubled on each such collect in a row up to this many times. */
+#define MAX_RETRY_DOUBLINGS 6
 /* Slack added to every sleep: deadlines are read with the coarse clock (hak_clock_ms), which lags the one
  * the sleep is timed with by up to a tick; waking a little late spares a second wake-up. */
 #define SLEEP_SLACK_MS 10
@@ -68,23 +75,34 @@ static void sleep_until(uint64_t due_ms) {
 /* Whether the thread, with no deadline left, should wait for the next note rather than end: hakmem still
  * holds enough memory that a burst of frees could fill the caches, and some thread is left to free it. */
 static bool worth_waiting(void) {
-  return atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) >
+  return atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_seq_cst) >
              (int64_t)HAK_PURGER_START_BYTES &&
          hak_heaps_live() > 0;
 }
 
+/* Whether the thread may end now (purger.lock held); if so its state is IDLE, and a later note starts
+ * another. A growth note that read RUNNING just before the store below asked for no thread
+ * (hak_purger_note_growth), and the program may free that memory without another allocation to start
+ * one: the committed bytes read after the store catch that growth (each side stores, then reads the
+ * other's word, both seq_cst), and the thread stays. */
+static bool may_end(void) {
+  atomic_store_explicit(&purger.state, IDLE, memory_order_seq_cst);
+  if (!worth_waiting()) return true;
+  atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);
+  return false;
+}
+
 static void *purger_main(void *arg) {
+  unsigned refused = 0; /* collects in a row that left a deadline already past */
   pthread_mutex_lock(&purger.lock);
   for (;;) {
+    /* A thread that stayed would keep alive a process whose main thread left through pthread_exit, and
+     * that waits for its last thread: with no thread with a heap left, end at once, deadline or not. */
+    if (hak_heaps_live() == 0 && may_end()) break;
     if (purger.due_ms == 0) {
-      if (worth_waiting()) { /* until a note, or a thread's exit (hak_purger_thread_exited) */
-        pthread_cond_wait(&purger.wake, &purger.lock);
-        continue;
-      }
-      /* end, and let a later note start another: a thread that stayed would keep alive a process whose
-       * main thread left through pthread_exit, and that waits for its last thread */
-      atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
-      break;
+      if (!worth_waiting() && may_end()) break;
+      pthread_cond_wait(&purger.wake, &purger.lock); /* until a note, or a thread's exit */
+      continue;
     }
     uint64_t due = purger.due_ms;
     if (hak_clock_ms() < due) {
@@ -99,7 +117,13 @@ static void *purger_main(void *arg) {
     uint64_t next = earliest(hak_large_purge_due(), hak_segments_purge_due());
     uint64_t now = hak_clock_ms();
     long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-    if (next != 0 && next <= now) next = now + (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS); /* no progress */
+    if (next != 0 && next <= now) { /* no progress: retry later, and later still each time in a row */
+      uint64_t wait = (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS);
+      next = now + (wait << (refused < MAX_RETRY_DOUBLINGS ? refused : MAX_RETRY_DOUBLINGS));
+      refused++;
+    } else {
+      refused = 0;
+    }
     pthread_mutex_lock(&purger.lock);
     purger.due_ms = earliest(purger.due_ms, next);
     atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
@@ -115,17 +139,20 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
   if (state == RUNNING && planned != 0 && planned <= due_ms) return; /* it wakes before then anyway */
   pthread_once(&wake_once, init_wake);
   pthread_mutex_lock(&purger.lock);
-  bool signal = purger.due_ms == 0 || due_ms < purger.due_ms;
+  bool earlier = purger.due_ms == 0 || due_ms < purger.due_ms;
   purger.due_ms = earliest(purger.due_ms, due_ms);
   atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
-  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == IDLE)
-    atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
+  /* the state as of now, not as read above: a thread started since then may already wait, untimed */
+  state = atomic_load_explicit(&purger.state, memory_order_relaxed);
+  if (state == IDLE) atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
   pthread_mutex_unlock(&purger.lock);
-  if (signal && state == RUNNING) pthread_cond_signal(&purger.wake);
+  if (earlier && state == RUNNING) pthread_cond_signal(&purger.wake);
 }
 
 void hak_purger_note_growth(void) {
-  if (atomic_load_explicit(&purger.state, memory_order_relaxed) != IDLE) return;
+  /* seq_cst: pairs with end_thread, which stores IDLE and then reads the committed bytes this growth
+   * added to before the call */
+  if (atomic_load_explicit(&purger.state, memory_order_seq_cst) != IDLE) return;
   if (atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) <= (int64_t)HAK_PURGER_START_BYTES)
     return;
   if (!idle_purging_on()) return;

@@ -32,13 +32,16 @@ void hak_segments_after_fork_child(void) {
 }
 uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
 
-/* The earliest purge deadline of all segments takes `due` into account. */
+/* The earliest purge deadline of all segments takes `due` into account. seq_cst, with the store of a
+ * segment's deadline before it and the collection's reset and reads (hak_segments_collect): either the
+ * collection reads the new deadline or this call reads the reset and stores the deadline. (Relaxed, a
+ * review found that both could miss each other, and the deadline was lost.) */
 static void note_due(uint64_t due) {
   if (due == 0) return;
-  uint64_t old = atomic_load_explicit(&segs.earliest_due_ms, memory_order_relaxed);
+  uint64_t old = atomic_load_explicit(&segs.earliest_due_ms, memory_order_seq_cst);
   while ((old == 0 || due < old) &&
-         !atomic_compare_exchange_weak_explicit(&segs.earliest_due_ms, &old, due, memory_order_relaxed,
-                                                memory_order_relaxed)) {
+         !atomic_compare_exchange_weak_explicit(&segs.earliest_due_ms, &old, due, memory_order_seq_cst,
+                                                memory_order_seq_cst)) {
   }
 }
 
@@ -278,7 +281,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
     purge_locked(seg, 0, true);
   } else if (delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
     due = hak_clock_ms() + (uint64_t)delay;
-    atomic_store_explicit(&seg->purge_due_ms, due, memory_order_relaxed);
+    atomic_store_explicit(&seg->purge_due_ms, due, memory_order_seq_cst); /* before note_due: see there */
   }
   pthread_mutex_unlock(&seg->slices_lock);
   if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) {
@@ -364,7 +367,7 @@ void hak_segments_collect(bool force) {
   hak_segment *unmap = NULL;
   pthread_mutex_lock(&segs.lock);
   /* taken now and merged back at the end: an owner may set a deadline once the walk is past its segment */
-  atomic_store_explicit(&segs.earliest_due_ms, 0, memory_order_relaxed);
+  atomic_store_explicit(&segs.earliest_due_ms, 0, memory_order_seq_cst); /* before the reads: see note_due */
   if (force) {
     unmap = segs.cache;
     segs.cache = NULL;
@@ -375,7 +378,7 @@ void hak_segments_collect(bool force) {
    * collection; so does one whose lock a fork left held by a thread the child does not have. */
   uint64_t next_due = 0;
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
-    uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+    uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_seq_cst);
     if (due == 0 || due > now) { /* nothing due here: no lock */
       if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
       continue;

@@ -43,9 +43,14 @@ def test_no_purger_thread_when_off(run_program, env):
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-def test_process_ends_after_pthread_exit(run_program, variant):
+@pytest.mark.parametrize("case", ["pthread-exit", "long-delay", "pthread-exit-locked", "dying-frees"])
+def test_process_ends_after_pthread_exit(run_program, variant, case):
     """A process whose main thread calls pthread_exit ends with its last thread: the purger and the region
-    release thread must end once idle (before, the process hung for good, with SIGTERM blocked)."""
-    proc = run_program("test_reclaim", variant, args=("pthread-exit",), env={"HAKMEM_BACKGROUND_PURGE": "1"},
-                       timeout=30)
-    assert proc.returncode == 0 and "pthread-exit: main thread leaving" in proc.stdout, describe(proc)
+    release thread must end once idle (before, the process hung for good, with SIGTERM blocked). Also with
+    a purge deadline 20 s away (the purger waited for it), with every purge refused (it retried for good),
+    and after exiting threads freed blocks past their TSD destructors (each got a heap that stayed live
+    for good, and the purger waited for those threads)."""
+    env = {"HAKMEM_BACKGROUND_PURGE": "1", "HAKMEM_PURGE_DELAY_MS": "20000" if case == "long-delay" else "200"}
+    program_case = "pthread-exit" if case == "long-delay" else case
+    proc = run_program("test_reclaim", variant, args=(program_case,), env=env, timeout=30 if case == "dying-frees" else 10)
+    assert proc.returncode == 0 and f"{program_case}: main thread leaving" in proc.stdout, describe(proc)

@@ -791,6 +791,63 @@ static void *exit_worker(void *arg) {
   return arg;
 }
 
+/* pthread-exit-locked: every purge refused (mlockall), then the main thread leaves. */
+static int check_pthread_exit_locked(void) {
+  if (mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+    printf("pthread-exit-locked: skip (mlockall failed: not allowed to lock memory here)\n");
+    return 77;
+  }
+  if (large_burst() != 0) return 1;
+  printf("pthread-exit-locked: main thread leaving\n");
+  fflush(stdout);
+  pthread_exit(NULL);
+}
+
+static pthread_barrier_t idle_exit;
+static void *idle_then_exit(void *arg) {
+  pthread_barrier_wait(&idle_exit);
+  return arg;
+}
+
+/* dying-frees: detached threads that never allocate exit in groups whose stacks overflow glibc's stack
+ * cache (40 MiB), so that exiting threads, past their TSD destructors, free the TLS blocks of other cached
+ * stacks (blocks of this thread's heap). Only the main thread may be left with a heap; then, with 40 MiB
+ * held, the main thread leaves through pthread_exit and the process must end. */
+static int check_dying_frees(void) {
+  enum { GROUP = 12, ROUNDS = 3 };
+  pthread_attr_t attr;
+  pthread_attr_init(&attr);
+  pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+  pthread_attr_setstacksize(&attr, 8u << 20);
+  pthread_barrier_init(&idle_exit, NULL, GROUP + 1);
+  for (int round = 0; round < ROUNDS; round++) {
+    for (int i = 0; i < GROUP; i++) {
+      pthread_t t;
+      if (pthread_create(&t, &attr, idle_then_exit, NULL) != 0) return fprintf(stderr, "FAIL dying-frees: thread\n"), 1;
+    }
+    pthread_barrier_wait(&idle_exit);
+    for (int waited = 0; thread_count() > 1 && waited < 5000; waited += 10) {
+      struct timespec step = {0, 10 * 1000000L};
+      nanosleep(&step, NULL);
+    }
+  }
+  struct hak_stats s;
+  stats_get_sized(&s, sizeof s);
+  printf("dying-frees: threads started %llu, exited %llu\n", (unsigned long long)s.threads_started,
+         (unsigned long long)s.threads_exited);
+  if (s.threads_started - s.threads_exited != 1)
+    return fprintf(stderr, "FAIL dying-frees: heaps left to threads that are gone\n"), 1;
+  static char *kept[640];
+  for (int i = 0; i < 640; i++) {
+    kept[i] = malloc(64 << 10);
+    if (kept[i] == NULL) return fprintf(stderr, "FAIL dying-frees: malloc\n"), 1;
+    memset(kept[i], 1, 64 << 10);
+  }
+  printf("dying-frees: main thread leaving\n");
+  fflush(stdout);
+  pthread_exit(NULL);
+}
+
 static int check_pthread_exit(void) {
   pthread_t t;
   if (pthread_create(&t, NULL, exit_worker, NULL) != 0) return fprintf(stderr, "FAIL pthread-exit: thread\n"), 1;
@@ -822,6 +879,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "one-thread") == 0) return check_one_thread();
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
+  if (argc == 2 && strcmp(argv[1], "pthread-exit-locked") == 0) return check_pthread_exit_locked();
+  if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline\n");
   return 2;
 }
