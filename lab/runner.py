@@ -126,13 +126,40 @@ def _describe_status(code: int) -> str:
     return f"killed by signal {-code}" if code < 0 else f"exit status {code}"
 
 
-def _kill(pid: int) -> None:
-    """SIGKILL a child this module has not reaped yet. Popen.kill is not used: it polls first, and a poll
-    that reaps a child which has just exited leaves the os.wait4 that follows with no child to wait for."""
-    try:
-        os.kill(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+class _Child:
+    """Kills a child that os.wait4 reaps. Popen.kill is not used: it polls first, and a poll that reaps a
+    child which has just exited leaves the os.wait4 that follows with no child to wait for. The kill goes
+    through a pidfd taken while the child could not yet have been reaped, so a kill that comes late (a
+    Ctrl-C or the watchdog just after the reaping) cannot reach another process given the same pid."""
+
+    def __init__(self, pid: int):
+        self.pid = pid
+        try:
+            self.pidfd: int | None = os.pidfd_open(pid)
+        except (AttributeError, OSError):  # kernels before 5.3
+            self.pidfd = None
+
+    def kill(self) -> None:
+        try:
+            if self.pidfd is not None:
+                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+            else:
+                os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+    def reap_after_interrupt(self) -> None:
+        """Kill and reap the child after an exception; an interrupted os.wait4 may have reaped it already."""
+        self.kill()
+        try:
+            os.wait4(self.pid, 0)
+        except ChildProcessError:
+            pass
+
+    def close(self) -> None:
+        if self.pidfd is not None:
+            os.close(self.pidfd)
+            self.pidfd = None
 
 
 def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: float | None = None,
@@ -145,13 +172,14 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
     with tempfile.TemporaryFile(mode="w+") as err:
         start = time.perf_counter()
         proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=err, env=env, text=True, bufsize=1)
+        child = _Child(proc.pid)
         timed_out = threading.Event()
         done = threading.Event()
         watchdog = None
         if timeout is not None:
             def expire() -> None:
                 timed_out.set()
-                _kill(proc.pid)
+                child.kill()
             watchdog = threading.Timer(timeout, expire)
             watchdog.daemon = True  # a Ctrl-C landing before the try below must not keep the lab alive
             watchdog.start()
@@ -173,16 +201,18 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
                     on_line(line)
             _, status, usage = os.wait4(proc.pid, 0)
         except BaseException:
-            _kill(proc.pid)
-            os.wait4(proc.pid, 0)
+            child.reap_after_interrupt()
             proc.returncode = -9
             raise
         finally:
             done.set()
             if watchdog is not None:
                 watchdog.cancel()
+                if watchdog.is_alive() and watchdog is not threading.current_thread():
+                    watchdog.join()  # a kill under way finishes before its pidfd is closed
             if sampler is not None:
                 sampler.join()
+            child.close()
         result.wall_s = time.perf_counter() - start
         proc.returncode = result.returncode = os.waitstatus_to_exitcode(status)
         proc.stdout.close()

@@ -159,3 +159,20 @@ def test_ctrl_c_after_the_workload_exited_is_reported_as_ctrl_c(bench_built, roo
     with pytest.raises(KeyboardInterrupt):
         runner.run(_spec(glibc), root, timeout=60, on_line=interrupt_once_exited)
     assert _exited_children() == []
+
+
+def test_ctrl_c_inside_the_wait_that_reaped_the_workload(bench_built, root, glibc, monkeypatch):
+    """A Ctrl-C that lands after os.wait4 reaped the workload but before it returned must reach the caller
+    as KeyboardInterrupt (a harness saw 'No child processes' in 1 of 50 such interrupts: the second wait
+    found nothing left to reap)."""
+    real_wait4 = os.wait4
+
+    def reaped_then_interrupted(pid, options):
+        real_wait4(pid, options)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(os, "wait4", reaped_then_interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        runner.run(_spec(glibc), root, timeout=60)
+    monkeypatch.undo()
+    assert _exited_children() == []
