@@ -142,9 +142,14 @@ class _Child:
     def kill(self) -> None:
         try:
             if self.pidfd is not None:
-                signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
-            else:
-                os.kill(self.pid, signal.SIGKILL)
+                try:
+                    signal.pidfd_send_signal(self.pidfd, signal.SIGKILL)
+                    return
+                except ProcessLookupError:
+                    return
+                except OSError:  # pidfd_send_signal refused (a seccomp filter): the plain kill below
+                    pass
+            os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
 
@@ -176,24 +181,24 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
         timed_out = threading.Event()
         done = threading.Event()
         watchdog = None
-        if timeout is not None:
-            def expire() -> None:
-                timed_out.set()
-                child.kill()
-            watchdog = threading.Timer(timeout, expire)
-            watchdog.daemon = True  # a Ctrl-C landing before the try below must not keep the lab alive
-            watchdog.start()
         sampler = None
-        if rss_interval:
-            def sample() -> None:
-                while not done.wait(rss_interval):
-                    kb = _read_vmrss(proc.pid)
-                    if kb is not None:
-                        result.rss_samples.append((round(time.perf_counter() - start, 3), kb))
-            sampler = threading.Thread(target=sample, daemon=True)
-            sampler.start()
         lines = []
-        try:
+        try:  # from here on, whatever happens, the child is killed and reaped and its pidfd closed
+            if timeout is not None:
+                def expire() -> None:
+                    timed_out.set()
+                    child.kill()
+                watchdog = threading.Timer(timeout, expire)
+                watchdog.daemon = True
+                watchdog.start()
+            if rss_interval:
+                def sample() -> None:
+                    while not done.wait(rss_interval):
+                        kb = _read_vmrss(proc.pid)
+                        if kb is not None:
+                            result.rss_samples.append((round(time.perf_counter() - start, 3), kb))
+                sampler = threading.Thread(target=sample, daemon=True)
+                sampler.start()
             assert proc.stdout is not None
             for line in proc.stdout:
                 lines.append(line)
@@ -205,14 +210,16 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
             proc.returncode = -9
             raise
         finally:
-            done.set()
-            if watchdog is not None:
-                watchdog.cancel()
-                if watchdog.is_alive() and watchdog is not threading.current_thread():
-                    watchdog.join()  # a kill under way finishes before its pidfd is closed
-            if sampler is not None:
-                sampler.join()
-            child.close()
+            try:
+                done.set()
+                if watchdog is not None:
+                    watchdog.cancel()
+                    if watchdog.is_alive():
+                        watchdog.join()  # a kill under way finishes before its pidfd is closed
+                if sampler is not None:
+                    sampler.join()
+            finally:
+                child.close()
         result.wall_s = time.perf_counter() - start
         proc.returncode = result.returncode = os.waitstatus_to_exitcode(status)
         proc.stdout.close()

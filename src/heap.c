@@ -197,11 +197,16 @@ hak_heap *hak_heap_for_thread(void) {
  * for good, so a purger kept a pthread_exit program alive, and after 64 such frees into an exited
  * thread's segment it took the segment over and pinned it (a review's reproducers, test_reclaim
  * dying-frees). glibc blocks every signal there, its own SIGCANCEL (32) too, which a program cannot
- * block (pthread_sigmask leaves it out). One system call, on a thread's first call only. */
+ * block (pthread_sigmask leaves it out): every signal but SIGSETXID (33), and SIGKILL and SIGSTOP, which
+ * the kernel never blocks (33 may be blocked too). The whole mask is compared: SIGCANCEL alone is blocked in other places where
+ * a thread still runs its destructors (async cancellation's cleanup handlers, a main thread whose
+ * parent blocked it across exec: a reviewer's program then took every malloc through the late heap).
+ * One system call, on a thread's first call only, and on each call of a thread in this state. */
 static bool thread_past_destructors(void) {
   uint64_t mask = 0;
   if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof mask) != 0) return false;
-  return (mask >> (32 - 1)) & 1;
+  const uint64_t left_open = (1ull << (SIGKILL - 1)) | (1ull << (SIGSTOP - 1)) | (1ull << (33 - 1));
+  return (mask | left_open) == ~0ull;
 }
 
 hak_heap *hak_heap_for_counting(void) {

@@ -402,6 +402,8 @@ typedef struct hak_large {
   uint64_t freed_ms;
   bool zero;              /* every byte after the header is known to be zero */
   bool purged;            /* in the cache and its pages were returned to the OS */
+  bool purge_refused;     /* in the cache, and the kernel refused to purge it (locked memory): not tried
+                           * again until the mapping is freed again */
   struct hak_large *next, *prev;
 } hak_large;
 

@@ -63,7 +63,7 @@ static void cache_unlink(hak_large *h) {
   h->next = h->prev = NULL;
   HAK_COUNT_N(large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
-  if (!h->purged) HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+  if (!h->purged && !h->purge_refused) HAK_COUNT_N(large.unpurged, (uint64_t)-1);
 }
 
 /* Put an unpurged mapping at the head of the cache: the most recently freed end. */
@@ -75,6 +75,7 @@ static void cache_push_head(hak_large *h) {
   large.head = h;
   HAK_COUNT_N(large.count, 1);
   large.bytes += h->map_size;
+  h->purge_refused = false;
   HAK_COUNT_N(large.unpurged, 1);
 }
 
@@ -312,7 +313,7 @@ uint64_t hak_large_purge_due(void) {
   uint64_t due = 0;
   bool locked = hak_lock(&large.lock);
   for (hak_large *h = large.tail; h != NULL; h = h->prev) { /* oldest first */
-    if (!h->purged) {
+    if (!h->purged && !h->purge_refused) {
       due = h->freed_ms + (uint64_t)delay;
       break;
     }
@@ -338,27 +339,21 @@ static void collect_at(bool force, uint64_t now) {
     }
   } else {
     /* an entry may carry a later time than `now`: its free read the clock after this caller did */
-    hak_large *refused = NULL;
     for (hak_large *h = large.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
-      if (h->purged) continue;
+      if (h->purged || h->purge_refused) continue;
       if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
         h->purged = true;
         h->zero = !lazy;
         if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
         set_released_tail(h, 0); /* the purge took the whole mapping off the count */
         HAK_COUNT_N(large.unpurged, (uint64_t)-1);
-      } else { /* refused (locked memory...): try again a delay from now, not at every pass */
-        cache_unlink(h);
-        h->next = refused;
-        refused = h;
+      } else {
+        /* refused (locked memory): not tried again while it stays cached, and no deadline of its own
+         * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
+        h->purge_refused = true;
+        HAK_COUNT_N(large.unpurged, (uint64_t)-1);
       }
-    }
-    while (refused != NULL) { /* back at the head, the place of a mapping freed `now` */
-      hak_large *h = refused;
-      refused = h->next;
-      h->freed_ms = now;
-      cache_push_head(h);
     }
   }
   hak_unlock(&large.lock, locked);

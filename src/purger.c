@@ -19,17 +19,17 @@
  * If it cannot be created (a sandbox refusing clone), idle purging stays off for the process.
  *
  * How: it sleeps until the earliest deadline reported and is woken only when a note brings an earlier
- * one. A collect that leaves a deadline already past (a purge the kernel refused: locked memory) is
- * retried one delay later, then two, four, ... up to 64 (a review found a purger that retried every
- * delay forever). It touches nothing but the large cache and the segments' free slices, under their
+ * one. A collect that leaves a deadline already past is retried one delay later, not at once (a cached
+ * large mapping the kernel refused to purge, locked memory, is not tried again until it is freed again:
+ * large.c). It touches nothing but the large cache and the segments' free slices, under their
  * locks. With no deadline left it waits for the next note as long as hakmem's committed memory stays
  * over the start size and some thread with a heap lives (a free cannot start a thread, so a purger that
  * ended while a program kept memory it would free later left that memory resident once the program went
  * idle); otherwise it ends, and the next allocation after a note starts another. It must end: a process
  * whose main thread called pthread_exit lives until its last thread ends, and an idle purger must not be
  * that thread, so each thread's exit wakes it to look again (hak_purger_thread_exited), and once no
- * thread with a heap is left it ends at once, pending deadlines or not (it stayed for the whole delay,
- * up to an hour). That count must reach zero: a thread past its TSD destructors gets no heap
+ * thread with a heap is left it gives back the large cache and the cached segments at once and ends
+ * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD destructors gets no heap
  * (heap.c, hak_heap_for_counting).
  * A forked child has no purger until a note of its own asks for one. */
 #include <pthread.h>
@@ -38,9 +38,6 @@
 
 /* Cached bytes above which a note asks for the thread. */
 #define HAK_PURGER_START_BYTES ((uint64_t)32 << 20)
-/* A collect that leaves a deadline already past (the kernel refused a purge: locked memory, say) is
- * retried after the purge delay, doubled on each such collect in a row up to this many times. */
-#define MAX_RETRY_DOUBLINGS 6
 /* Slack added to every sleep: deadlines are read with the coarse clock (hak_clock_ms), which lags the one
  * the sleep is timed with by up to a tick; waking a little late spares a second wake-up. */
 #define SLEEP_SLACK_MS 10
@@ -53,6 +50,7 @@ static struct {
   uint64_t due_ms;                 /* earliest deadline the thread knows of; 0: none (sleeps until told) */
   _Atomic uint64_t sleep_until_ms; /* due_ms, for notes to read without the lock */
   _Atomic int state;
+  _Atomic bool ending; /* the thread is deciding whether to end (may_end): growth notes take the lock */
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
@@ -81,24 +79,32 @@ static bool worth_waiting(void) {
 }
 
 /* Whether the thread may end now (purger.lock held); if so its state is IDLE, and a later note starts
- * another. A growth note that read RUNNING just before the store below asked for no thread
- * (hak_purger_note_growth), and the program may free that memory without another allocation to start
- * one: the committed bytes read after the store catch that growth (each side stores, then reads the
- * other's word, both seq_cst), and the thread stays. */
+ * another. A growth past the start size that read RUNNING asks for no thread (hak_purger_note_growth),
+ * and the program may free that memory without another allocation to start one. So the decision is
+ * flagged first and the committed bytes read after: a growth either reads the flag and waits for the
+ * lock, or its bytes are read here and the thread stays (each side stores, then reads the other's word,
+ * all seq_cst). The state stays RUNNING until the decision, so no other note sees a passing IDLE. */
 static bool may_end(void) {
-  atomic_store_explicit(&purger.state, IDLE, memory_order_seq_cst);
-  if (!worth_waiting()) return true;
-  atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);
-  return false;
+  atomic_store_explicit(&purger.ending, true, memory_order_seq_cst);
+  bool end = !worth_waiting();
+  if (end) atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
+  atomic_store_explicit(&purger.ending, false, memory_order_release);
+  return end;
 }
 
 static void *purger_main(void *arg) {
-  unsigned refused = 0; /* collects in a row that left a deadline already past */
   pthread_mutex_lock(&purger.lock);
   for (;;) {
     /* A thread that stayed would keep alive a process whose main thread left through pthread_exit, and
-     * that waits for its last thread: with no thread with a heap left, end at once, deadline or not. */
-    if (hak_heaps_live() == 0 && may_end()) break;
+     * that waits for its last thread: with no thread with a heap left, give back now what waits for a
+     * deadline (threads without a heap may live on) and end, instead of waiting (up to an hour). */
+    if (hak_heaps_live() == 0) {
+      pthread_mutex_unlock(&purger.lock);
+      hak_large_collect(true);
+      hak_segments_collect(true);
+      pthread_mutex_lock(&purger.lock);
+      if (may_end()) break;
+    }
     if (purger.due_ms == 0) {
       if (!worth_waiting() && may_end()) break;
       pthread_cond_wait(&purger.wake, &purger.lock); /* until a note, or a thread's exit */
@@ -117,13 +123,7 @@ static void *purger_main(void *arg) {
     uint64_t next = earliest(hak_large_purge_due(), hak_segments_purge_due());
     uint64_t now = hak_clock_ms();
     long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-    if (next != 0 && next <= now) { /* no progress: retry later, and later still each time in a row */
-      uint64_t wait = (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS);
-      next = now + (wait << (refused < MAX_RETRY_DOUBLINGS ? refused : MAX_RETRY_DOUBLINGS));
-      refused++;
-    } else {
-      refused = 0;
-    }
+    if (next != 0 && next <= now) next = now + (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS); /* no progress */
     pthread_mutex_lock(&purger.lock);
     purger.due_ms = earliest(purger.due_ms, next);
     atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
@@ -150,9 +150,11 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
 }
 
 void hak_purger_note_growth(void) {
-  /* seq_cst: pairs with end_thread, which stores IDLE and then reads the committed bytes this growth
+  /* seq_cst: pairs with may_end, which flags its decision and then reads the committed bytes this growth
    * added to before the call */
-  if (atomic_load_explicit(&purger.state, memory_order_seq_cst) != IDLE) return;
+  if (atomic_load_explicit(&purger.state, memory_order_seq_cst) != IDLE &&
+      !atomic_load_explicit(&purger.ending, memory_order_seq_cst))
+    return;
   if (atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) <= (int64_t)HAK_PURGER_START_BYTES)
     return;
   if (!idle_purging_on()) return;
@@ -174,10 +176,11 @@ void hak_purger_start_pending(void) {
 }
 
 void hak_purger_thread_exited(void) {
-  /* the only change an exit makes to the purger's choice is to leave no thread with a heap */
-  if (atomic_load_explicit(&purger.state, memory_order_acquire) != RUNNING || hak_heaps_live() != 0) return;
+  /* the only change an exit makes to the purger's choice is to leave no thread with a heap; the state is
+   * tested under the lock, where it is settled */
+  if (hak_heaps_live() != 0 || atomic_load_explicit(&purger.state, memory_order_acquire) == FAILED) return;
   pthread_mutex_lock(&purger.lock); /* so the signal cannot fall between its test and its wait */
-  pthread_cond_signal(&purger.wake);
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == RUNNING) pthread_cond_signal(&purger.wake);
   pthread_mutex_unlock(&purger.lock);
 }
 

@@ -43,6 +43,24 @@ def test_no_purger_thread_when_off(run_program, env):
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+def test_heapless_thread_left_after_main_gets_the_cache_back(run_program, variant):
+    """A thread without a heap (large blocks only) outlives a main thread that left through pthread_exit:
+    the purger, with no thread with a heap left, gives the large cache back at once and ends (a purge
+    delay of 20 s is not waited for, and the memory is not abandoned either)."""
+    env = {"HAKMEM_BACKGROUND_PURGE": "1", "HAKMEM_PURGE_DELAY_MS": "20000", "HAKMEM_PURGE_MODE": "dontneed"}
+    proc = run_program("test_reclaim", variant, args=("heapless-left",), env=env, timeout=30)
+    assert proc.returncode == 0 and "heapless-left: rss" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+def test_thread_with_sigcancel_blocked_keeps_its_heap(run_program, variant):
+    """Only glibc's thread exit blocks every signal; a live thread with just SIGCANCEL blocked keeps the
+    fast paths of a heap of its own."""
+    proc = run_program("test_reclaim", variant, args=("sigcancel",), timeout=60)
+    assert proc.returncode == 0 and "sigcancel:" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["pthread-exit", "long-delay", "pthread-exit-locked", "dying-frees"])
 def test_process_ends_after_pthread_exit(run_program, variant, case):
     """A process whose main thread calls pthread_exit ends with its last thread: the purger and the region

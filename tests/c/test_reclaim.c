@@ -41,13 +41,17 @@
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <signal.h>
 #include <malloc.h>
 #include <pthread.h>
+#include <semaphore.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/prctl.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -587,10 +591,16 @@ static int check_deadline(void) {
 /* ---- asleep: memory comes back while the program makes no call --------------------------------------- */
 
 static long rss_kib(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
+  /* thread-self: once the main thread has left through pthread_exit, /proc/self/statm reads zeroes; no
+   * stdio, which would allocate (heapless-left must not give its thread a heap) */
+  char text[128];
+  int fd = open("/proc/thread-self/statm", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+  if (fd >= 0) close(fd);
   long size = 0, resident = 0;
-  if (f == NULL || fscanf(f, "%ld %ld", &size, &resident) != 2) resident = -1;
-  if (f != NULL) fclose(f);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  if (sscanf(text, "%ld %ld", &size, &resident) != 2) return -1;
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
@@ -768,13 +778,21 @@ static int check_refused(void) {
     return 77;
   }
   if (large_burst() != 0) return 1;
+  struct hak_stats s;
+  stats_get_sized(&s, sizeof s);
+  uint64_t madvise_before = s.madvise_calls;
   double before = cpu_seconds();
   struct timespec wait = {1, 0};
   nanosleep(&wait, NULL);
   double used = cpu_seconds() - before;
-  printf("refused: %.3f s of CPU during 1 s of sleep with every purge refused, threads %d\n", used, thread_count());
+  stats_get_sized(&s, sizeof s);
+  uint64_t tries = s.madvise_calls - madvise_before;
+  printf("refused: %.3f s of CPU and %llu madvise calls during 1 s of sleep with every purge refused, threads %d\n",
+         used, (unsigned long long)tries, thread_count());
   if (thread_count() != 2) return fprintf(stderr, "FAIL refused: the purger did not start\n"), 1;
   if (used > 0.1) return fprintf(stderr, "FAIL refused: the purger spun on purges the kernel refused\n"), 1;
+  /* ten cached mappings, each tried once (at a 50 ms delay, retrying every delay made some 170 calls) */
+  if (tries > 12) return fprintf(stderr, "FAIL refused: refused purges were tried again and again\n"), 1;
   return 0;
 }
 
@@ -849,6 +867,62 @@ static int check_dying_frees(void) {
   pthread_exit(NULL);
 }
 
+/* heapless-left: a thread that only makes large allocations (it never gets a heap) outlives the main
+ * thread, which leaves through pthread_exit with 48 MiB in the large cache waiting for the purge delay:
+ * that memory must still come back while the thread lives on. */
+static sem_t worker_freed;
+
+static void *large_only_worker(void *arg) {
+  char *p[24];
+  for (int i = 0; i < 24; i++) {
+    p[i] = malloc(2u << 20);
+    if (p[i] == NULL) return fprintf(stderr, "FAIL heapless-left: malloc\n"), exit(1), arg;
+    memset(p[i], 1, 2u << 20);
+  }
+  for (int i = 0; i < 24; i++) free(p[i]);
+  long before = rss_kib();
+  sem_post(&worker_freed); /* the main thread leaves now */
+  long after = sleep_until_rss(before - (40 << 10), 3000);
+  printf("heapless-left: rss %ld -> %ld KiB after the main thread left\n", before, after);
+  exit(after <= before - (40 << 10) ? 0 : (fprintf(stderr, "FAIL heapless-left: the cached blocks stayed\n"), 1));
+}
+
+static int check_heapless_left(void) {
+  if (large_burst() != 0) return 1; /* over 32 MiB: the purger runs */
+  sem_init(&worker_freed, 0, 0);
+  pthread_t t;
+  if (pthread_create(&t, NULL, large_only_worker, NULL) != 0) return fprintf(stderr, "FAIL heapless-left: thread\n"), 1;
+  sem_wait(&worker_freed);
+  pthread_exit(NULL);
+}
+
+/* sigcancel: a thread that runs with glibc's SIGCANCEL blocked (a parent can leave it blocked across
+ * exec; async cancellation's cleanup handlers run so) but is not exiting still gets a heap of its own:
+ * its allocations must not all go through the slow path. */
+static void *sigcancel_blocked(void *arg) {
+  uint64_t block = 1ull << (32 - 1);
+  syscall(SYS_rt_sigprocmask, SIG_BLOCK, &block, NULL, sizeof block);
+  struct hak_stats s;
+  stats_get_sized(&s, sizeof s);
+  uint64_t slow_before = s.slow_allocs;
+  for (int i = 0; i < 100000; i++) {
+    void *p = malloc(64);
+    if (p == NULL) return fprintf(stderr, "FAIL sigcancel: malloc\n"), (void *)1;
+    free(p);
+  }
+  stats_get_sized(&s, sizeof s);
+  printf("sigcancel: %llu slow allocations in 100000\n", (unsigned long long)(s.slow_allocs - slow_before));
+  if (s.slow_allocs - slow_before > 1000) return fprintf(stderr, "FAIL sigcancel: no heap of its own\n"), (void *)1;
+  return NULL;
+}
+
+static int check_sigcancel(void) {
+  pthread_t t;
+  void *failed = (void *)1;
+  if (pthread_create(&t, NULL, sigcancel_blocked, NULL) != 0 || pthread_join(t, &failed) != 0) return 1;
+  return failed != NULL;
+}
+
 static int check_pthread_exit(void) {
   pthread_t t;
   if (pthread_create(&t, NULL, exit_worker, NULL) != 0) return fprintf(stderr, "FAIL pthread-exit: thread\n"), 1;
@@ -887,6 +961,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
   if (argc == 2 && strcmp(argv[1], "pthread-exit-locked") == 0) return check_pthread_exit_locked();
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
+  if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
+  if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
   fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline\n");
   return 2;
 }
