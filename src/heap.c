@@ -195,13 +195,13 @@ hak_heap *hak_heap_for_thread(void) {
  * There an exiting detached thread may free other cached stacks' TLS blocks (glibc's stack cache, once
  * over 40 MiB), and a heap made for that free would never see its key destructor run: it stayed live
  * for good, so a purger kept a pthread_exit program alive, and after 64 such frees into an exited
- * thread's segment it took the segment over and pinned it (a review's reproducers, test_reclaim
- * dying-frees). glibc blocks every signal there, its own SIGCANCEL (32) too, which a program cannot
- * block (pthread_sigmask leaves it out): every signal but SIGSETXID (33), and SIGKILL and SIGSTOP, which
- * the kernel never blocks (33 may be blocked too). The whole mask is compared: SIGCANCEL alone is blocked in other places where
- * a thread still runs its destructors (async cancellation's cleanup handlers, a main thread whose
- * parent blocked it across exec: a reviewer's program then took every malloc through the late heap).
- * One system call, on a thread's first call only, and on each call of a thread in this state. */
+ * thread's segment it took the segment over and pinned it (test_reclaim dying-frees). glibc blocks
+ * every signal there but SIGSETXID (33), its own SIGCANCEL (32) included, which a program cannot block
+ * through pthread_sigmask; SIGKILL and SIGSTOP the kernel never blocks. The whole mask is compared:
+ * SIGCANCEL alone is blocked where a thread still runs its destructors (async cancellation's cleanup
+ * handlers, a main thread whose parent blocked it across exec), and such a thread took every malloc
+ * through the late heap (test_reclaim sigcancel). One system call on a thread's first call; on every
+ * call only while the thread is in this state. */
 static bool thread_past_destructors(void) {
   uint64_t mask = 0;
   if (syscall(SYS_rt_sigprocmask, SIG_BLOCK, NULL, &mask, sizeof mask) != 0) return false;

@@ -29,8 +29,8 @@
  * whose main thread called pthread_exit lives until its last thread ends, and an idle purger must not be
  * that thread, so each thread's exit wakes it to look again (hak_purger_thread_exited), and once no
  * thread with a heap is left it gives back the large cache and the cached segments at once and ends
- * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD destructors gets no heap
- * (heap.c, hak_heap_for_counting).
+ * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD
+ * destructors gets no heap (heap.c, hak_heap_for_counting).
  * A forked child has no purger until a note of its own asks for one. */
 #include <pthread.h>
 
