@@ -65,7 +65,9 @@ size_t hak_usable_size(const void *ptr);
 
 /** Return free memory to the OS now. With force = false only memory whose purge delay has expired is
  *  released; with force = true every free page of every cache is released, and memory of exited threads
- *  is reclaimed first. */
+ *  is reclaimed first. force = true covers free regions too: every thread's cached regions go back to the
+ *  global pools and all of them are purged (areas left wholly free are unmapped), whatever the region
+ *  configuration. malloc_trim does the same as hak_collect(true). */
 void hak_collect(bool force);
 
 /** Size tiers, as counted in struct hak_stats. */
@@ -209,9 +211,11 @@ struct hak_region_config {
                                         also ends whenever no pool holds a dirty region, and starts again
                                         when one does) */
   size_t release_bytes_per_tick;   /**< dirty bytes the background thread releases per period (at
-                                        least one region, so regions bigger than this still progress) */
+                                        least one region, so regions bigger than this still progress);
+                                        the classes take turns at being looked at first */
   bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once */
-  size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache */
+  size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache; lowering it
+                                        moves what caches hold above the new limit to the global pools */
   uint32_t growth_dampener;        /**< a new area holds max(1, regions_in_class >> dampener) regions */
   bool huge_pages;                 /**< ask for transparent huge pages on areas */
 };
@@ -233,7 +237,8 @@ struct hak_region_class_stats {
   uint64_t slow_path;        /**< allocations that missed the thread cache */
   uint64_t refills;          /**< areas mapped to serve allocations */
   uint64_t frees;            /**< hak_region_free calls accepted */
-  uint64_t bytes_released;   /**< bytes given back to the OS (madvise or munmap) */
+  uint64_t bytes_released;   /**< bytes of freed regions purged (madvise); unmapping an area whose
+                                  regions are all clean adds nothing */
   uint64_t release_errors;   /**< madvise calls that failed (never fatal) */
 };
 

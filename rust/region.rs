@@ -187,11 +187,13 @@ pub struct Config {
     /// Period of the background release thread (rounded up to whole milliseconds, at most an hour);
     /// zero stops it.
     pub release_interval: Duration,
-    /// Most dirty bytes released per period (at least one region is released per period).
+    /// Most dirty bytes released per period (at least one region is released per period); the
+    /// classes take turns at being looked at first.
     pub release_bytes_per_tick: usize,
     /// `true`: dropping a handle returns the region's pages to the OS at once.
     pub eager_return: bool,
-    /// Most bytes per class kept in each thread's cache.
+    /// Most bytes per class kept in each thread's cache; lowering it moves what caches hold above
+    /// the new limit to the global pools.
     pub thread_cache_bytes: usize,
     /// A new area holds `max(1, regions_in_class >> growth_dampener)` regions (0..=31).
     pub growth_dampener: u32,
@@ -274,7 +276,8 @@ pub struct ClassStats {
     pub refills: u64,
     /// Regions freed.
     pub frees: u64,
-    /// Bytes given back to the OS.
+    /// Bytes of freed regions purged (madvise); unmapping an area whose regions are all clean adds
+    /// nothing.
     pub bytes_released: u64,
     /// Failed madvise calls (never fatal).
     pub release_errors: u64,

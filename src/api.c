@@ -2,6 +2,7 @@
  * checks, and dispatch to the inline fast paths (alloc.h) or the large tier. The standard names
  * (override.c) call the same code. */
 #include "alloc.h"
+#include "region.h"
 
 /* Allocation with alignment `align` (a power of two). Small and medium requests with alignments up to
  * 64 KiB use the smallest class whose block size is a multiple of the alignment: pages start on 64 KiB
@@ -162,6 +163,7 @@ HAK_API void *hak_pvalloc(size_t size) {
 HAK_API void hak_collect(bool force) {
   hak_init();
   hak_heaps_collect(force);
+  if (force) hak_regions_collect();
 }
 
 void hak_free_other(void *p) {

@@ -3,11 +3,13 @@
  * layer below (region_pool.c). It owns:
  *   - per-region state (generation << 8 | state) in the area's metadata, changed with atomics, so a double
  *     free or a stale / forged handle is detected and rejected with EINVAL;
- *   - a thread cache per class (bounded by thread_cache_bytes) in front of the global pools, and stealing
- *     from other threads' caches before a new area is mapped;
+ *   - a thread cache per class (bounded by thread_cache_bytes, which configure applies to what caches
+ *     already hold) in front of the global pools, and stealing from other threads' caches before a new
+ *     area is mapped;
  *   - a background thread that purges the oldest dirty regions of the global pools (at most
  *     release_bytes_per_tick per period, but always at least one region so that regions bigger than the
- *     budget make progress); madvise failures are counted, never fatal;
+ *     budget make progress, the classes taking turns); madvise failures are counted, never fatal;
+ *   - hak_collect(true)'s share (region.h): every cache emptied into the pools, every dirty region purged;
  *   - the configuration and the statistics;
  *   - fork safety (pthread_atfork; the child drains the caches of threads it does not have and restarts the
  *     background thread lazily) and thread exit (a pthread key destructor returns the cache to the pools).
@@ -25,6 +27,7 @@
 
 #include "hakmem.h"
 #include "os.h"
+#include "region.h"
 #include "region_pool.h"
 
 #define API __attribute__((visibility("default")))
@@ -52,6 +55,7 @@ struct tcache {
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static _Atomic bool initialized; /* set at the end of init(): the fork handlers are in place */
 static pthread_key_t tc_key;
+static bool tc_key_made; /* pthread_key_create succeeded (init); without the key, no thread caches */
 static __thread struct tcache *tls_tc;
 
 static pthread_mutex_t reg_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -61,27 +65,31 @@ static struct tcache *reg_head, *tc_free;
  * allocation until 2^32 generations have been handed out, even across areas unmapped and mapped again
  * at the same address (per-slot counters from a per-area seed overlapped the next area's after 65,536
  * reuses of one slot, and a stale handle could then free a live region). Each thread cache takes them
- * GEN_BLOCK at a time: one atomic add per allocation cost 8 ns of a 26 ns allocate+free pair. 0 is never
- * handed out. */
+ * GEN_BLOCK at a time (one atomic add per allocation cost 8 ns of a 26 ns allocate+free pair) and keeps
+ * what it has left when its thread exits and another thread reuses it: a new block per thread wrapped
+ * the sequence after a million short-lived threads, and a stale handle freed a live region (a review's
+ * reproducer; test_region's generations case). 0 is never handed out. */
 #define GEN_BLOCK 4096u
-static _Atomic uint32_t gen_blocks; /* blocks of GEN_BLOCK generations taken so far */
+static _Atomic uint32_t gen_seq; /* generations taken so far (mod 2^32) */
 
-static uint32_t take_gen_block(uint32_t *left) {
-  uint32_t first = atomic_fetch_add_explicit(&gen_blocks, 1, memory_order_relaxed) * GEN_BLOCK;
-  *left = GEN_BLOCK;
-  if (first == 0) { /* the block holding 0 (again after the sequence wraps) */
+/* Take up to `want` consecutive generations; returns the first and sets *got (>= 1) to how many. */
+static uint32_t take_generations(uint32_t want, uint32_t *got) {
+  uint32_t first = atomic_fetch_add_explicit(&gen_seq, want, memory_order_relaxed);
+  *got = want;
+  if (first == 0) { /* 0 is the first of the run (again after the sequence wraps): skip it */
     first = 1;
-    (*left)--;
+    (*got)--;
+  } else if (first > UINT32_MAX - (want - 1)) { /* the run wraps past 0: keep the part before it */
+    *got = (uint32_t)(0u - first);
   }
+  if (*got == 0) return take_generations(want, got); /* want was 1 and the one taken was 0 */
   return first;
 }
 
 static uint32_t next_generation(struct tcache *tc) {
-  if (tc == NULL) { /* no thread cache: a block for one allocation */
-    uint32_t left;
-    return take_gen_block(&left);
-  }
-  if (tc->gen_left == 0) tc->gen_next = take_gen_block(&tc->gen_left);
+  uint32_t got;
+  if (tc == NULL) return take_generations(1, &got); /* no thread cache: one for this allocation */
+  if (tc->gen_left == 0) tc->gen_next = take_generations(GEN_BLOCK, &tc->gen_left);
   tc->gen_left--;
   return tc->gen_next++;
 }
@@ -193,9 +201,13 @@ static void tc_destructor(void *arg) {
   pthread_mutex_unlock(&reg_lock);
 }
 
+/* The calling thread's cache, made or recycled on first use; NULL when none can be had: the mapping
+ * failed, or the process had used up its thread-specific keys before the first region call (a cache
+ * without the key's destructor would keep its regions after its thread exits). Every caller then works
+ * on the global pools directly. */
 static struct tcache *my_tc(void) {
   struct tcache *tc = tls_tc;
-  if (tc != NULL) return tc;
+  if (tc != NULL || !tc_key_made) return tc;
   pthread_mutex_lock(&reg_lock);
   tc = tc_free;
   if (tc != NULL) tc_free = tc->next;
@@ -205,7 +217,10 @@ static struct tcache *my_tc(void) {
     tc = hak_os_map(bytes, HAK_OS_PAGE, false);
     if (tc == NULL) return NULL;
   }
+  uint32_t gen_next = tc->gen_next, gen_left = tc->gen_left; /* a recycled cache's unused generations */
   memset(tc, 0, sizeof(*tc));
+  tc->gen_next = gen_next;
+  tc->gen_left = gen_left;
   pthread_mutex_lock(&reg_lock);
   tc->next = reg_head;
   if (reg_head != NULL) reg_head->prev = tc;
@@ -242,6 +257,28 @@ static bool tc_push(struct tcache *tc, uint32_t c, struct hak_rslot *s) {
   return ok;
 }
 
+/* Cut every registered cache down to `keep` regions per class at most (0: empty them all), the surplus
+ * going to the global pools; returns whether any moved. A cache's owner uses it under its lock, so this
+ * waits for the owner's push or pop in flight and never takes a region out from under it. */
+static bool trim_caches(bool all) {
+  struct hak_rslot *moved[NCLASS * TC_SLOTS];
+  bool any = false;
+  pthread_mutex_lock(&reg_lock);
+  for (struct tcache *t = reg_head; t != NULL; t = t->next) {
+    uint32_t n = 0;
+    spin_lock(&t->lock);
+    for (uint32_t c = 0; c < NCLASS; c++) {
+      uint32_t keep = all ? 0 : tc_limit(c);
+      while (t->count[c] > keep) moved[n++] = t->stack[c][--t->count[c]];
+    }
+    spin_unlock(&t->lock);
+    for (uint32_t i = 0; i < n; i++) hak_rpool_put(moved[i]); /* registry < class in the lock order */
+    any |= n > 0;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return any;
+}
+
 /* Take about half of another thread's cached regions of class c; keep one, cache or pool the rest. */
 static struct hak_rslot *steal(struct tcache *self, uint32_t c) {
   struct hak_rslot *got[TC_SLOTS];
@@ -260,14 +297,37 @@ static struct hak_rslot *steal(struct tcache *self, uint32_t c) {
   return n > 0 ? got[0] : NULL;
 }
 
+/* One background period: release up to `budget` dirty bytes from the global pools. Classes take turns
+ * as the first one looked at (tick_lock), so a budget that one busy class uses up every period still
+ * reaches the others: starting at class 0 every time left larger classes dirty for good. */
 static void release_tick(size_t budget) {
+  static uint32_t first_class; /* tick_lock */
   pthread_mutex_lock(&tick_lock);
   size_t spent = 0;
-  for (uint32_t c = 0; c < NCLASS && spent < budget; c++) {
+  uint32_t c = first_class;
+  for (uint32_t i = 0; i < NCLASS && spent < budget; i++, c = (c + 1) % NCLASS) {
     for (;;) {
       size_t got = hak_rpool_release(c, budget - spent, spent == 0);
       spent += got;
       if (got == 0 || spent >= budget) break;
+    }
+  }
+  first_class = c; /* the class after the last one released from */
+  pthread_mutex_unlock(&tick_lock);
+}
+
+void hak_regions_collect(void) {
+  if (!atomic_load_explicit(&initialized, memory_order_acquire)) return; /* no region was ever asked for */
+  trim_caches(true);
+  pthread_mutex_lock(&tick_lock);
+  for (uint32_t c = 0; c < NCLASS; c++) {
+    /* every region of the class at most once: one the kernel refuses to purge goes back to the dirty
+     * list's head, and the tail is taken first */
+    size_t budget = (size_t)atomic_load_explicit(&hak_rpool_classes[c].mapped_bytes, memory_order_relaxed);
+    for (size_t spent = 0; spent < budget;) {
+      size_t got = hak_rpool_release(c, budget - spent, false);
+      if (got == 0) break;
+      spent += got;
     }
   }
   pthread_mutex_unlock(&tick_lock);
@@ -368,7 +428,7 @@ static void fork_child(void) {
 static void init(void) {
   hak_rpool_init();
   init_cond();
-  pthread_key_create(&tc_key, tc_destructor);
+  tc_key_made = pthread_key_create(&tc_key, tc_destructor) == 0;
   pthread_atfork(fork_prepare, fork_unlock, fork_child);
   atomic_store_explicit(&initialized, true, memory_order_release);
 }
@@ -424,7 +484,8 @@ API int hak_region_free(struct hak_region *region) {
   if (atomic_load_explicit(&cfg_eager, memory_order_relaxed)) {
     size_t cb = hak_rpool_class_bytes(c);
     struct hak_rclass *k = &hak_rpool_classes[c];
-    if (hak_os_purge(region->ptr, cb, false) == 0) {
+    bool released = hak_os_purge(region->ptr, cb, false) == 0;
+    if (released) {
       s->purged = true;
       atomic_store_explicit(&s->word, hak_rslot_pack(region->generation, HAK_RSLOT_CLEAN), memory_order_relaxed);
       count_state(tc, c, true, -1);
@@ -434,6 +495,7 @@ API int hak_region_free(struct hak_region *region) {
       atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
     }
     hak_rpool_put(s);
+    if (!released) bg_ensure(); /* it went back dirty: the background thread retries it */
     return 0;
   }
   if (!tc_push(tc, c, s)) {
@@ -482,7 +544,9 @@ API int hak_region_configure(const struct hak_region_config *c) {
   atomic_store_explicit(&cfg_damp, c->growth_dampener, memory_order_relaxed);
   pthread_cond_broadcast(&bg_cond);
   pthread_mutex_unlock(&cfg_lock);
-  if (c->release_interval_ms > 0) bg_ensure();
+  /* a lower thread_cache_bytes applies to the regions already cached too: the surplus goes to the pools,
+   * where the background thread releases it */
+  if (trim_caches(false) || c->release_interval_ms > 0) bg_ensure();
   return 0;
 }
 

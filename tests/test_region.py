@@ -1,4 +1,5 @@
-"""test_region.py — runs tests/c/test_region.c (the hak_region_* API) built by tests/Makefile.
+"""test_region.py — runs tests/c/test_region.c (the hak_region_* API) and tests/c/test_region_upkeep.c (its
+housekeeping across threads and over time), built by tests/Makefile.
 
 The program prints one "ok ..." line per part and exits non-zero with file:line on the first failure.
 It is run with HAKMEM_STATS=1 so stderr proves libhakmem was the process's allocator too.
@@ -12,6 +13,7 @@ from conftest import clean_env
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = ROOT / "build" / "tests" / "test_region"
+UPKEEP = ROOT / "build" / "tests" / "test_region_upkeep"
 PARTS = ["classes", "bad input", "configure", "stats", "stealing", "thread exit", "growth dampener", "huge pages",
          "eager return", "background release", "release errors", "threads", "ENOMEM", "fork", "generations"]
 
@@ -35,3 +37,24 @@ def test_region_part_ran(region_run, part):
 
 def test_region_uses_hakmem(region_run):
     assert "hakmem stats:" in region_run.stderr, region_run.stderr
+
+
+def _run_upkeep(*args):
+    if not UPKEEP.exists():
+        subprocess.run(["make", "-C", str(ROOT / "tests"), "../build/tests/test_region_upkeep"], check=True)
+    return subprocess.run([str(UPKEEP), *args], env=clean_env({}), capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.parametrize("part", ["generations", "trim", "collect", "turns"])
+def test_region_upkeep(part):
+    """One part of test_region_upkeep.c each: short-lived threads' generations, a lowered
+    thread_cache_bytes, hak_collect(true) with cached regions, the background release's turns."""
+    run = _run_upkeep(part)
+    assert run.returncode == 0 and "ok " in run.stdout, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+
+
+def test_region_without_thread_keys():
+    """A process that used up its thread-specific keys before its first region call: regions work without
+    thread caches and leave hakmem's own heap key alone (its own process: the keys stay used up)."""
+    run = _run_upkeep("keys")
+    assert run.returncode == 0 and "ok keys" in run.stdout, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"

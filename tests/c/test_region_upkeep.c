@@ -1,0 +1,281 @@
+/* test_region_upkeep.c — the region allocator's housekeeping across threads and over time: generations
+ * handed out by short-lived threads, a lowered thread_cache_bytes applied to regions already cached,
+ * hak_collect(true) and free regions (its own thread's and a live other thread's), the background
+ * release's turn-taking between classes, and, as a process of its own (`keys` argument), regions in a
+ * process that has used up its thread-specific keys. Each check failed on the code before its fix (a
+ * review's reproducers). Run by tests/test_region.py; without libhakmem it exits 77 (skipped). */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+
+#include "hakmem.h"
+#include "tcheck.h"
+
+#pragma weak hak_region_alloc
+#pragma weak hak_region_free
+#pragma weak hak_region_configure
+#pragma weak hak_region_stats
+#pragma weak hak_collect
+#pragma weak hak_stats_get_sized
+
+#define MIB ((size_t)1 << 20)
+
+static struct hak_region_class_stats cls_stats(uint32_t c) {
+  struct hak_region_class_stats all[HAK_REGION_CLASSES];
+  REQUIRE(hak_region_stats(all, HAK_REGION_CLASSES) == HAK_REGION_CLASSES, "hak_region_stats");
+  return all[c];
+}
+
+static void configure(uint32_t interval_ms, size_t per_tick, size_t tc_bytes) {
+  struct hak_region_config c = {.enabled = true,
+                                .release_interval_ms = interval_ms,
+                                .release_bytes_per_tick = per_tick,
+                                .eager_return = false,
+                                .thread_cache_bytes = tc_bytes,
+                                .growth_dampener = 0,
+                                .huge_pages = false};
+  REQUIRE(hak_region_configure(&c) == 0, "hak_region_configure");
+}
+
+static struct hak_region must_alloc(size_t bytes) {
+  struct hak_region r;
+  int rc = hak_region_alloc(bytes, &r);
+  REQUIRE(rc == 0, "hak_region_alloc(%zu) = %d", bytes, rc);
+  ((volatile char *)r.ptr)[0] = 1; /* one page resident: the region is dirty once freed */
+  return r;
+}
+
+static void must_free(struct hak_region *r) {
+  int rc = hak_region_free(r);
+  REQUIRE(rc == 0, "hak_region_free(%p) = %d", r->ptr, rc);
+}
+
+static void sleep_ms(long ms) {
+  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&ts, NULL);
+}
+
+/* Wait up to `ms` for class c to hold no dirty region. */
+static bool wait_clean(uint32_t c, int ms) {
+  for (int t = 0; t <= ms; t += 5) {
+    if (cls_stats(c).dirty_regions == 0) return true;
+    sleep_ms(5);
+  }
+  return false;
+}
+
+/* ---- generations from short-lived threads ---------------------------------------------------------- */
+
+#define GEN_THREADS 20000
+
+/* One allocation and its free; the generation it got goes to *arg. */
+static void *alloc_one(void *arg) {
+  struct hak_region r = must_alloc(2 * MIB);
+  *(uint32_t *)arg = r.generation;
+  must_free(&r);
+  return NULL;
+}
+
+/* A thread's cache takes generations 4096 at a time. A cache recycled for the next thread used to start a
+ * new block, so a million short-lived threads wrapped the 2^32 sequence and a stale handle could free a
+ * live region. The leftover now goes with the cache: 20,000 threads, one allocation each, use about
+ * 20,000 generations, not 80 million. */
+static void test_thread_generations(void) {
+  configure(0, 0, 64 * MIB);
+  struct hak_region stale = must_alloc(2 * MIB);
+  struct hak_region copy = stale;
+  must_free(&stale);
+  uint32_t gen = 0;
+  for (int i = 0; i < GEN_THREADS; i++) {
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, alloc_one, &gen) == 0, "pthread_create %d", i);
+    pthread_join(th, NULL);
+  }
+  REQUIRE(gen < GEN_THREADS + 8 * 4096, "the last of %d one-allocation threads got generation %u", GEN_THREADS, gen);
+  REQUIRE(hak_region_free(&copy) == EINVAL, "a stale handle was accepted");
+  printf("ok thread generations: the last of %d short-lived threads got generation %u\n", GEN_THREADS, gen);
+}
+
+/* ---- a lowered thread_cache_bytes ------------------------------------------------------------------ */
+
+static void test_trim(void) {
+  const uint32_t c = 1; /* 4 MiB */
+  configure(0, 0, 64 * MIB);
+  struct hak_region r[8];
+  for (int i = 0; i < 8; i++) r[i] = must_alloc(4 * MIB);
+  for (int i = 0; i < 8; i++) must_free(&r[i]);
+  struct hak_region_class_stats s0 = cls_stats(c);
+  REQUIRE(s0.dirty_regions == 8, "8 freed regions cached, %llu dirty", (unsigned long long)s0.dirty_regions);
+  configure(10, (size_t)1 << 30, 0); /* no thread cache any more: the 8 go to the pool and are released */
+  REQUIRE(wait_clean(c, 3000), "%llu regions stayed dirty in the thread cache",
+        (unsigned long long)cls_stats(c).dirty_regions);
+  REQUIRE(cls_stats(c).bytes_released - s0.bytes_released == 8 * 4 * MIB, "released %llu bytes",
+        (unsigned long long)(cls_stats(c).bytes_released - s0.bytes_released));
+  configure(0, 0, 64 * MIB);
+  printf("ok trim: lowering thread_cache_bytes sends the regions already cached to the pool\n");
+}
+
+/* ---- hak_collect(true) ------------------------------------------------------------------------------ */
+
+struct holder {
+  pthread_mutex_t lock;
+  pthread_cond_t cond;
+  int stage; /* 1: the holder's regions are cached; 2: the main thread has collected */
+};
+
+static void holder_set(struct holder *h, int stage) {
+  pthread_mutex_lock(&h->lock);
+  h->stage = stage;
+  pthread_cond_broadcast(&h->cond);
+  pthread_mutex_unlock(&h->lock);
+}
+
+static void holder_wait(struct holder *h, int stage) {
+  pthread_mutex_lock(&h->lock);
+  while (h->stage < stage) pthread_cond_wait(&h->cond, &h->lock);
+  pthread_mutex_unlock(&h->lock);
+}
+
+/* A live thread that caches four 8 MiB regions, waits for the collection, then allocates again. */
+static void *holder_main(void *arg) {
+  struct holder *h = arg;
+  struct hak_region r[4];
+  for (int i = 0; i < 4; i++) r[i] = must_alloc(8 * MIB);
+  for (int i = 0; i < 4; i++) must_free(&r[i]);
+  holder_set(h, 1);
+  holder_wait(h, 2);
+  struct hak_region again = must_alloc(8 * MIB);
+  must_free(&again);
+  return NULL;
+}
+
+static void test_collect(void) {
+  const uint32_t held = 2, own = 3; /* 8 MiB regions cached by the holder, 16 MiB ones by this thread */
+  configure(0, 0, 256 * MIB);
+  uint64_t own_areas = cls_stats(own).areas;
+  struct hak_region r[6];
+  for (int i = 0; i < 6; i++) r[i] = must_alloc(16 * MIB);
+  for (int i = 0; i < 6; i++) must_free(&r[i]);
+  REQUIRE(cls_stats(own).dirty_regions == 6, "6 cached");
+  struct holder h = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0};
+  pthread_t th;
+  REQUIRE(pthread_create(&th, NULL, holder_main, &h) == 0, "pthread_create");
+  holder_wait(&h, 1);
+  REQUIRE(cls_stats(held).dirty_regions == 4, "the other thread's 4 cached");
+  hak_collect(true);
+  struct hak_region_class_stats a = cls_stats(held), b = cls_stats(own);
+  REQUIRE(a.dirty_regions == 0 && b.dirty_regions == 0, "dirty after hak_collect(true): %llu and %llu",
+        (unsigned long long)a.dirty_regions, (unsigned long long)b.dirty_regions);
+  REQUIRE(b.areas == own_areas, "areas left wholly free are unmapped: %llu, before %llu", (unsigned long long)b.areas,
+        (unsigned long long)own_areas);
+  holder_set(&h, 2);
+  pthread_join(th, NULL);
+  REQUIRE(cls_stats(held).free_regions >= 1, "the holder's last region came back");
+  configure(0, 0, 64 * MIB);
+  printf("ok collect: hak_collect(true) releases the regions cached by this thread and by a live other one\n");
+}
+
+/* ---- the background release's turns --------------------------------------------------------------- */
+
+/* With a budget of one 2 MiB region per period and hundreds of dirty 2 MiB regions, class 4's regions
+ * used to wait until class 0 was clean (every period began at class 0); classes now take turns. */
+static void test_release_turns(void) {
+  enum { SMALL = 300 };
+  static struct hak_region small[SMALL];
+  const uint32_t c = 4; /* 32 MiB */
+  configure(0, 0, 0);
+  for (int i = 0; i < SMALL; i++) small[i] = must_alloc(2 * MIB);
+  for (int i = 0; i < SMALL; i++) must_free(&small[i]);
+  struct hak_region big[2] = {must_alloc(32 * MIB), must_alloc(32 * MIB)};
+  must_free(&big[0]);
+  must_free(&big[1]);
+  configure(10, 2 * MIB, 0); /* 300 periods, 3 s, to clean class 0 alone */
+  REQUIRE(wait_clean(c, 1000), "class 4 still dirty after 1 s: %llu regions, class 0 %llu",
+        (unsigned long long)cls_stats(c).dirty_regions, (unsigned long long)cls_stats(0).dirty_regions);
+  REQUIRE(cls_stats(0).dirty_regions > 0, "class 0 was cleaned first (the test needs it dirty)");
+  configure(10, (size_t)1 << 30, 0);
+  REQUIRE(wait_clean(0, 3000), "class 0 not released");
+  configure(0, 0, 64 * MIB);
+  printf("ok release turns: a class with a few dirty regions is released while another has hundreds\n");
+}
+
+/* ---- no thread-specific key left ------------------------------------------------------------------- */
+
+#define KEYS_SEEN 8
+
+static pthread_key_t first_keys[KEYS_SEEN];
+
+static void *keyless_worker(void *arg) {
+  void *block = malloc(100); /* this thread's heap, kept under hakmem's own key */
+  void *before[KEYS_SEEN], *after[KEYS_SEEN];
+  for (int i = 0; i < KEYS_SEEN; i++) before[i] = pthread_getspecific(first_keys[i]);
+  struct hak_region r = must_alloc(2 * MIB);
+  for (int i = 0; i < KEYS_SEEN; i++) after[i] = pthread_getspecific(first_keys[i]);
+  for (int i = 0; i < KEYS_SEEN; i++)
+    REQUIRE(before[i] == after[i], "key %u changed by a region call: %p -> %p", (unsigned)first_keys[i], before[i],
+          after[i]);
+  must_free(&r);
+  free(block);
+  return arg;
+}
+
+/* Regions in a process without a free thread-specific key work without thread caches (every free goes to
+ * the pool) and leave other keys alone. The region front used to store its cache under key 0, which was
+ * hakmem's heap key: the heap destructor then ran on the region cache at thread exit. */
+static int run_keys(void) {
+  free(malloc(16)); /* hakmem's heap key exists */
+  pthread_key_t k;
+  unsigned made = 0;
+  while (pthread_key_create(&k, NULL) == 0) made++;
+  for (unsigned i = 0; i < KEYS_SEEN; i++) first_keys[i] = (pthread_key_t)i; /* the keys made first: hakmem's */
+  struct hak_stats s0, s1;
+  REQUIRE(hak_stats_get_sized(&s0, sizeof s0) == 0, "hak_stats_get");
+  for (int i = 0; i < 3; i++) {
+    pthread_t th;
+    REQUIRE(pthread_create(&th, NULL, keyless_worker, NULL) == 0, "pthread_create");
+    pthread_join(th, NULL);
+  }
+  REQUIRE(hak_stats_get_sized(&s1, sizeof s1) == 0, "hak_stats_get");
+  REQUIRE(s1.threads_started - s0.threads_started == s1.threads_exited - s0.threads_exited,
+        "threads started %llu, exited %llu", (unsigned long long)(s1.threads_started - s0.threads_started),
+        (unsigned long long)(s1.threads_exited - s0.threads_exited));
+  REQUIRE(cls_stats(0).dirty_regions == 1, "the three frees went to the pool: %llu dirty (1 region reused)",
+        (unsigned long long)cls_stats(0).dirty_regions);
+  printf("ok keys: %u keys made before the first region call; regions work without thread caches\n", made);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  setvbuf(stdout, NULL, _IONBF, 0);
+  if (hak_region_alloc == NULL) {
+    printf("skip: hak_region_* not available (not linked with libhakmem)\n");
+    return 77;
+  }
+  const char *only = argc > 1 ? argv[1] : NULL; /* one part: generations, trim, collect, turns or keys */
+  if (only != NULL && strcmp(only, "keys") == 0) return run_keys();
+  static const struct {
+    const char *name;
+    void (*run)(void);
+  } parts[] = {{"generations", test_thread_generations},
+               {"trim", test_trim},
+               {"collect", test_collect},
+               {"turns", test_release_turns}};
+  bool known = only == NULL;
+  for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
+    if (only != NULL && strcmp(only, parts[i].name) != 0) continue;
+    parts[i].run();
+    known = true;
+  }
+  REQUIRE(known, "no part named %s", only);
+  if (only != NULL) return 0;
+  printf("all region upkeep tests passed\n");
+  return 0;
+}
