@@ -24,9 +24,13 @@ static void count_commit(int64_t delta) {
   }
 }
 
-static void *raw_map(void *hint, size_t size) {
+/* `reserve`: MAP_NORESERVE, for address space reserved ahead of use (region areas). Without it the kernel's
+ * overcommit check sees the mapping, so a request no machine could back fails with ENOMEM, as under glibc,
+ * instead of returning memory that kills the process when touched (a review: malloc of 1 TiB succeeded). */
+static void *raw_map(void *hint, size_t size, bool reserve) {
   atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  int flags = MAP_PRIVATE | MAP_ANONYMOUS | (reserve ? MAP_NORESERVE : 0);
+  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, flags, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -36,19 +40,19 @@ static void raw_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
-static void *hinted_map(size_t size, size_t align) {
+static void *hinted_map(size_t size, size_t align, bool reserve) {
   size_t step = (size + align - 1) & ~(align - 1);
   uintptr_t hint = atomic_fetch_add_explicit(&hint_next, step, memory_order_relaxed);
   hint = (hint + align - 1) & ~(uintptr_t)(align - 1);
   if (hint + size > HINT_END) return NULL;
-  void *p = raw_map((void *)hint, size);
+  void *p = raw_map((void *)hint, size, reserve);
   if (p == NULL) return NULL;
   if (((uintptr_t)p & (align - 1)) == 0) return p;
   raw_unmap(p, size);
   return NULL;
 }
 
-void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge) {
+static void *map_aligned(size_t used, size_t guard, size_t align, bool huge, bool reserve) {
   size_t size = used + guard;
   if (used == 0 || size < used || size > ((size_t)1 << 46)) {
     errno = ENOMEM;
@@ -57,16 +61,16 @@ void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge) {
   int saved = errno; /* a refused hint must not change errno of a call that succeeds */
   void *p = NULL;
   if (align <= HAK_OS_PAGE) {
-    p = raw_map(NULL, size);
+    p = raw_map(NULL, size, reserve);
   } else {
-    p = hinted_map(size, align);
+    p = hinted_map(size, align, reserve);
     if (p == NULL) {
       size_t over = size + align;
       if (over < size) {
         errno = ENOMEM;
         return NULL;
       }
-      uint8_t *raw = raw_map(NULL, over);
+      uint8_t *raw = raw_map(NULL, over, reserve);
       if (raw == NULL) return NULL;
       uint8_t *aligned = (uint8_t *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
       raw_unmap(raw, (size_t)(aligned - raw));
@@ -82,7 +86,13 @@ void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge) {
   return p;
 }
 
-void *hak_os_map(size_t size, size_t align, bool huge) { return hak_os_map_guarded(size, 0, align, huge); }
+void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge) {
+  return map_aligned(used, guard, align, huge, false);
+}
+
+void *hak_os_map(size_t size, size_t align, bool huge) { return map_aligned(size, 0, align, huge, false); }
+
+void *hak_os_reserve(size_t size, size_t align, bool huge) { return map_aligned(size, 0, align, huge, true); }
 
 void hak_os_unmap_guarded(void *addr, size_t used, size_t guard, bool committed) {
   raw_unmap(addr, used + guard);

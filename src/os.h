@@ -24,8 +24,11 @@ extern struct hak_os_counters hak_os_counters;
 
 /** Map `size` bytes (a multiple of the page size) of fresh zeroed read-write memory aligned to `align`
  *  (a power of two >= page size). `huge` adds a transparent-huge-page hint. NULL on failure (errno
- *  from the kernel, normally ENOMEM). */
+ *  from the kernel, normally ENOMEM). The kernel's overcommit check applies, as to glibc's mappings. */
 void *hak_os_map(size_t size, size_t align, bool huge);
+/** hak_os_map for address space reserved ahead of use (MAP_NORESERVE: no overcommit check; region areas,
+ *  which may hold many more bytes than are ever touched). */
+void *hak_os_reserve(size_t size, size_t align, bool huge);
 /** hak_os_map of `used` + `guard` bytes where the last `guard` bytes are never touched: mapped, but not
  *  counted as committed (the huge-page hint covers `used` only). */
 void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge);

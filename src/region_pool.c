@@ -212,7 +212,7 @@ struct hak_rslot *hak_rpool_refill(uint32_t c, uint32_t dampener, bool huge) {
   struct hak_rarea *a = area_meta_get();
   if (a == NULL) return NULL;
   size_t bytes = (size_t)n * cb;
-  uint8_t *base = hak_os_map(bytes, HAK_REGION_MIN, huge);
+  uint8_t *base = hak_os_reserve(bytes, HAK_REGION_MIN, huge);
   if (base == NULL) {
     area_meta_put(a);
     return NULL;

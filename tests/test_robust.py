@@ -1,5 +1,5 @@
-"""Robustness of libhakmem under stress (issue 4): allocation failure under an address-space limit,
-thread storms that must give their memory back, fork() while other threads allocate, and a
+"""Robustness of libhakmem under stress (issue 4): allocation failure under an address-space limit and
+beyond the machine's memory and swap, thread storms that must give their memory back, fork() while other threads allocate, and a
 multithreaded mailing mix. Each C program of tests/c (fault_*, storm_*, built by tests/Makefile) runs on
 hakmem (the binary linked to libhakmem.so), on the hardened build (libhakmem-secure.so preloaded) and on
 plain glibc, which every standard check must pass too. The programs print their own numbers; a failure
@@ -57,6 +57,16 @@ def test_allocation_failure_under_address_space_limit(run, name, mode):
     assert proc.returncode == 0, report
     assert "all scenarios passed" in proc.stdout, report
     assert "FAIL" not in proc.stdout, report
+    check_allocator(proc, mode, report)
+
+
+@pytest.mark.parametrize("mode", MODES)
+def test_requests_beyond_memory_and_swap_fail(run, mode):
+    # No limit: twice the machine's memory and swap is refused by the kernel's overcommit check (policy 0
+    # or 2) for glibc, and must be for hakmem too; under policy 1 both must grant it.
+    proc, report = run("fault_overcommit", mode)
+    assert proc.returncode == 0, report
+    assert "all scenarios passed" in proc.stdout, report
     check_allocator(proc, mode, report)
 
 
