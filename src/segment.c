@@ -54,17 +54,20 @@ static int find_run(uint64_t free_slices, unsigned n) {
   return m ? __builtin_ctzll(m) : -1;
 }
 
-/* Classes up to 512 bytes use one slice (128 or more blocks). Classes of 640-1024 bytes use four (256-409
- * blocks instead of 64-102): a class's free blocks are spread over fewer pages, so its head page runs dry
- * less often (random_mixed 20M: 172 K slow allocations -> 54 K, with the rotation of heap.c; lab A/B
- * 2026-11-24, 15 rounds: random_mixed 0.979, larson 0.951, churn 0.947; two slices gained less, eight
- * raised churn's peak RSS by a quarter, and two slices for 320-512 bytes raised prodcons' by 5 %:
- * docs/notes/2026-11-24-performance-log.md). Larger classes take a run of slices holding about 32
- * blocks, at most 32 slices (2 MiB). */
+/* Classes up to 512 bytes use one slice (128 or more blocks). The direct table's larger classes, 640-1024
+ * bytes, use four (256-409 blocks instead of 64-102): a class's free blocks are spread over fewer pages,
+ * so its head page runs dry less often (random_mixed 20M: 172 K slow allocations -> 54 K, with the
+ * rotation of heap.c; lab A/B 2026-11-24, 15 rounds: random_mixed 0.979, larson 0.951, churn 0.947; two
+ * slices gained less, eight raised churn's peak RSS by a quarter, and two slices for 320-512 bytes raised
+ * prodcons' by 5 %: docs/notes/2026-11-24-performance-log.md). In hardened builds the table reaches the
+ * 1280-byte class too, which takes requests of 1017-1024 bytes once their canary is added: with one slice
+ * (51 blocks) every tiny_hot batch of 64 such blocks went through a page switch (3.0 ns per operation
+ * against 2.3 with four slices). Larger classes take a run of slices holding about 32 blocks, at most 32
+ * slices (2 MiB). */
 static unsigned slices_for_class(unsigned cls) {
   size_t bs = hak_class_size(cls);
   if (bs <= 512) return 1;
-  if (bs <= (1u << 10)) return 4;
+  if (cls <= HAK_DIRECT_CLASS_MAX) return 4;
   size_t n = (bs * 32 + HAK_SLICE_SIZE - 1) / HAK_SLICE_SIZE;
   return n > HAK_MAX_PAGE_SLICES ? HAK_MAX_PAGE_SLICES : (unsigned)n;
 }
