@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdlib.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -18,10 +19,19 @@ static _Atomic int init_state = INIT_NONE;
 static __thread bool tls_initializing;
 
 /* A private duplicate of stderr taken at start: programs such as sort close fd 2 before exit, and the
- * statistics printed at exit must still get through. */
+ * statistics printed at exit must still get through. A program may also close every descriptor and
+ * reuse the number for a file of its own: the report then goes to fd 2 instead, never into that file
+ * (report_dev and report_ino tell the duplicate from a stranger; a review's finding). */
 static int report_fd = STDERR_FILENO;
+static dev_t report_dev;
+static ino_t report_ino;
 
-int hak_report_fd(void) { return report_fd; }
+int hak_report_fd(void) {
+  if (report_fd == STDERR_FILENO) return report_fd;
+  struct stat st;
+  if (fstat(report_fd, &st) != 0 || st.st_dev != report_dev || st.st_ino != report_ino) return STDERR_FILENO;
+  return report_fd;
+}
 
 static void fork_prepare(void) {
   hak_heaps_lock();
@@ -55,7 +65,14 @@ void hak_init(void) {
 #endif
     if (hak_opts.value[HAK_OPT_STATS]) {
       int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 100);
-      if (fd >= 0) report_fd = fd;
+      struct stat st;
+      if (fd >= 0 && fstat(fd, &st) == 0) {
+        report_dev = st.st_dev;
+        report_ino = st.st_ino;
+        report_fd = fd;
+      } else if (fd >= 0) {
+        close(fd);
+      }
     }
     hak_heaps_init_key();
     /* The fork handlers are in place before any other thread may go on: a thread let through first
@@ -116,7 +133,7 @@ static __attribute__((noreturn)) void report_and_abort(const char *what, const v
     n = put_str(line, n, cap, " bytes)");
   }
   line[n++] = '\n';
-  ssize_t r = write(report_fd, line, n);
+  ssize_t r = write(hak_report_fd(), line, n);
   (void)r;
   abort();
 }

@@ -47,7 +47,10 @@ static void warn_value(const struct option_spec *s, const char *env, const char 
   PUT("hakmem: ");
   PUT(env);
   PUT("=\"");
-  PUT(text);
+  /* at most 64 characters of the value: the rest of the line (names, range, the value used) always fits */
+  size_t shown = 0;
+  while (text[shown] != '\0' && shown < 64) line[n++] = text[shown++];
+  if (text[shown] != '\0') PUT("...");
   PUT("\" is not valid (");
   if (s->names[0]) {
     for (int i = 0; i < 3 && s->names[i]; i++) {

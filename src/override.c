@@ -22,10 +22,14 @@ HAK_API void free_sized(void *p, size_t size) { hak_free_sized(p, size); }
 HAK_API void free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_aligned_sized(p, alignment, size); }
 HAK_API void cfree(void *p) { hak_free_inline(p); }
 
+/* Releases what hak_collect(true) does. Returns 1 when that gave memory back (an madvise or munmap was
+ * made, by this call or, rarely, by another thread meanwhile), 0 when there was nothing to give back, as
+ * glibc's does; `pad` is ignored. */
 HAK_API int malloc_trim(size_t pad) {
   (void)pad;
+  uint64_t before = atomic_load(&hak_os_counters.madvise_calls) + atomic_load(&hak_os_counters.munmap_calls);
   hak_collect(true);
-  return 1;
+  return atomic_load(&hak_os_counters.madvise_calls) + atomic_load(&hak_os_counters.munmap_calls) != before;
 }
 
 HAK_API void *__libc_malloc(size_t size) { return hak_malloc_inline(size); }

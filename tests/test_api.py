@@ -103,6 +103,37 @@ def test_malformed_option_value_warns_once(test_binary, run_plain):
         f"the warning does not name the value used ({used}): {lines[0]!r}"
 
 
+def test_long_malformed_option_value_keeps_the_warning_whole(test_binary, run_plain):
+    """A value of thousands of characters is shown cut at 64 with "...", and the line still ends with the
+    range and the value used (it used to lose them once the value passed about 270 characters)."""
+    defaults, _ = read_options(test_binary, run_plain)
+    values, proc = read_options(test_binary, run_plain, {"HAKMEM_PURGE_DELAY_MS": "A" * 5000})
+    used = defaults["HAKMEM_PURGE_DELAY_MS"]
+    assert values["HAKMEM_PURGE_DELAY_MS"] == used, describe(proc)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, "expected exactly one line on stderr" + describe(proc)
+    assert '="' + "A" * 64 + '..." is not valid (' in lines[0], lines[0]
+    assert lines[0].endswith(f"); using {used}"), lines[0]
+
+
+def test_stats_report_skips_a_reused_descriptor(test_binary, run_plain, tmp_path):
+    """HAKMEM_STATS keeps a copy of stderr at fd 100 or above. A program that closes it and opens a file
+    of its own under that number keeps its file as written; the report goes to fd 2."""
+    data = tmp_path / "data.txt"
+    proc = run_plain([test_binary("test_hakapi"), "reuse-report-fd", str(data)], env={"HAKMEM_STATS": "1"})
+    assert proc.returncode == 0, describe(proc)
+    assert data.read_text() == "data\n", f"the program's file was written into: {data.read_text()[:300]!r}"
+    assert stats_blocks(proc.stderr) == 1, describe(proc)
+
+
+def test_malloc_trim_says_whether_it_released(test_binary, run_plain):
+    """malloc_trim returns 1 when it gave memory back and 0 when there was none, as glibc's does (it
+    returned 1 every time). A long purge delay keeps the purger from releasing anything meanwhile."""
+    proc = run_plain([test_binary("test_hakapi"), "trim"], env={"HAKMEM_PURGE_DELAY_MS": "600000"})
+    assert proc.returncode == 0, describe(proc)
+    assert "malloc_trim 1 then 0" in proc.stdout, describe(proc)
+
+
 def test_stats_print_to_stderr(test_binary, run_plain):
     proc = run_plain([test_binary("test_hakapi"), "print"])
     assert proc.returncode == 0, describe(proc)

@@ -127,19 +127,68 @@ def test_uninstall(libhakmem, tmp_path):
     assert left == [], f"make uninstall left {left}"
 
 
-@pytest.mark.parametrize("mode", ["archive", "fully-static"])
-def test_static_link(libhakmem_static, tmp_path, mode):
-    (tmp_path / "prog.c").write_text(PROGRAM)
-    cmd = ["cc", "-I", str(ROOT / "include"), "-o", str(tmp_path / "prog"), str(tmp_path / "prog.c"),
-           str(libhakmem_static), "-lpthread"]
+def build_and_run_static(compiler, source, suffix, archive, tmp_path, mode, env):
+    """Compile `source` with `compiler` against the archive (fully static when mode says so), run it."""
+    (tmp_path / f"prog{suffix}").write_text(source)
+    cmd = [compiler, "-I", str(ROOT / "include"), "-o", str(tmp_path / "prog"), str(tmp_path / f"prog{suffix}"),
+           str(archive), "-lpthread"]
     if mode == "fully-static":
         cmd.insert(1, "-static")
     build = subprocess.run(cmd, capture_output=True, text=True)
     assert build.returncode == 0, describe(build)
-    run = subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, timeout=60,
-                         env=clean_env({"HAKMEM_STATS": "1"}))
+    return subprocess.run([str(tmp_path / "prog")], capture_output=True, text=True, timeout=60, env=clean_env(env))
+
+
+@pytest.mark.parametrize("mode", ["archive", "fully-static"])
+def test_static_link(libhakmem_static, tmp_path, mode):
+    run = build_and_run_static("cc", PROGRAM, ".c", libhakmem_static, tmp_path, mode, {"HAKMEM_STATS": "1"})
     check_program_output(run, dynamic=False)
     assert stats_blocks(run.stderr) == 1, describe(run)
+
+
+CXX_PROGRAM = r'''
+#include <hakmem.h>
+#include <cstdio>
+#include <new>
+
+static int handler_calls;
+static void throwing_handler() {
+  handler_calls++;
+  throw std::bad_alloc();
+}
+
+int main() {
+  char *small = new char[100];
+  std::printf("usable %zu\n", hak_usable_size(small)); /* aborts unless hakmem served the block */
+  delete[] small;
+  volatile std::size_t big = std::size_t(1) << 62;
+  try {
+    char *p = new char[big];
+    std::printf("new returned %p\n", static_cast<void *>(p));
+  } catch (const std::bad_alloc &) {
+    std::printf("caught bad_alloc\n");
+  }
+  std::set_new_handler(throwing_handler);
+  char *q = new (std::nothrow) char[big];
+  std::printf("nothrow %s, handler calls %d\n", q == nullptr ? "nullptr" : "a block", handler_calls);
+  return 0;
+}
+'''
+
+
+@pytest.mark.parametrize("mode", ["archive", "fully-static"])
+def test_static_link_cxx(libhakmem_static, tmp_path, mode):
+    """A C++ program linked with the archive: a failed new throws std::bad_alloc and nothrow new returns
+    nullptr after a throwing new-handler. Fully static, the archive used to reference the C++ runtime
+    weakly, which pulled nothing in: the failed new aborted."""
+    if shutil.which("g++") is None:
+        pytest.skip("g++ is not installed")
+    run = build_and_run_static("g++", CXX_PROGRAM, ".cc", libhakmem_static, tmp_path, mode, {})
+    assert run.returncode == 0, describe(run)
+    usable = re.search(r"usable (\d+)", run.stdout)
+    assert usable and int(usable.group(1)) >= 100, describe(run)
+    assert "caught bad_alloc" in run.stdout, describe(run)
+    assert "nothrow nullptr, handler calls 1" in run.stdout, describe(run)
 
 
 @pytest.mark.parametrize("prefix", ["{tmp}/with space", "relative/prefix", "{tmp}/a|b"])

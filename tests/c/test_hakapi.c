@@ -8,6 +8,7 @@
  *   test_hakapi glibc-calls  malloc_stats() (to stderr), then mallopt(M_ARENA_MAX, 2) */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
@@ -15,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <unistd.h>
 
 #include "hakmem.h"
 #include "tcheck.h"
@@ -684,6 +686,25 @@ int main(int argc, char **argv) {
   }
   if (argc > 1 && strcmp(argv[1], "print") == 0) {
     H.stats_print(NULL);
+    return 0;
+  }
+  if (argc > 2 && strcmp(argv[1], "reuse-report-fd") == 0) {
+    /* close every descriptor but 0-2, open argv[2] at fd 100 (where HAKMEM_STATS keeps its copy of
+     * stderr) and leave it open: the statistics at exit must not land in that file */
+    close_range(3, ~0u, 0);
+    int fd = open(argv[2], O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    if (fd < 0 || dup2(fd, 100) != 100) return 4;
+    close(fd);
+    return write(100, "data\n", 5) == 5 ? 0 : 5;
+  }
+  if (argc > 1 && strcmp(argv[1], "trim") == 0) {
+    /* 20 MB of small blocks freed: the first malloc_trim gives memory back (1), the next finds none (0) */
+    enum { N = 20000 };
+    static void *blocks[N];
+    for (int i = 0; i < N; i++) blocks[i] = malloc(1000);
+    for (int i = 0; i < N; i++) free(blocks[i]);
+    int first = malloc_trim(0), second = malloc_trim(0);
+    printf("malloc_trim %d then %d\n", first, second);
     return 0;
   }
   if (argc > 1 && strcmp(argv[1], "glibc-calls") == 0) {

@@ -107,6 +107,12 @@ static void counting_handler() {
   std::set_new_handler(nullptr); /* the next failure throws */
 }
 
+static int throwing_calls;
+static void throwing_handler() {
+  throwing_calls++;
+  throw std::bad_alloc();
+}
+
 template <typename F> static bool throws_bad_alloc(F f) {
   try {
     f();
@@ -158,6 +164,23 @@ static void check_failures() {
   void *p = ::operator new(hide(std::size_t(1) << 62), std::nothrow);
   CHECK(p == nullptr, "operator new(1 << 62, nothrow) with a new-handler returned %p", p);
   CHECK_EQ(handler_calls, 1, "new-handler calls before operator new(nothrow) gave up");
+
+  /* A new-handler may throw std::bad_alloc: the nothrow forms return nullptr (they used to let the
+   * exception escape, and the program terminated), the others pass it on. */
+  throwing_calls = 0;
+  std::set_new_handler(throwing_handler);
+  std::size_t big = hide(std::size_t(1) << 62);
+  p = ::operator new(big, std::nothrow);
+  CHECK(p == nullptr, "operator new(nothrow) with a throwing new-handler returned %p", p);
+  p = ::operator new[](big, std::nothrow);
+  CHECK(p == nullptr, "operator new[](nothrow) with a throwing new-handler returned %p", p);
+  p = ::operator new(big, std::align_val_t(256), std::nothrow);
+  CHECK(p == nullptr, "operator new(align, nothrow) with a throwing new-handler returned %p", p);
+  p = ::operator new[](big, std::align_val_t(256), std::nothrow);
+  CHECK(p == nullptr, "operator new[](align, nothrow) with a throwing new-handler returned %p", p);
+  CHECK(throws_bad_alloc([&] { ::operator delete(::operator new(big)); }),
+        "operator new with a throwing new-handler did not throw");
+  CHECK_EQ(throwing_calls, 5, "throwing new-handler calls");
   std::set_new_handler(nullptr);
 }
 
