@@ -34,12 +34,7 @@ $(BUILD)/libhakmem.so: $(OBJS)
 $(BUILD)/libhakmem-secure.so: $(SOBJS)
 	$(CC) -shared -Wl,-soname,libhakmem-secure.so -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS)
 
-# The archive's C++ operators reference the C++ runtime strongly (see src/override_new.c).
-$(BUILD)/obj-static/override_new.o: src/override_new.c $(HDRS) Makefile
-	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DHAK_STATIC_ARCHIVE=1 -c $< -o $@
-
-$(BUILD)/libhakmem.a: $(filter-out $(BUILD)/obj/override_new.o,$(OBJS)) $(BUILD)/obj-static/override_new.o
+$(BUILD)/libhakmem.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^
 
 $(BUILD)/hakmem: tools/hakmem

@@ -22,14 +22,15 @@ HAK_API void free_sized(void *p, size_t size) { hak_free_sized(p, size); }
 HAK_API void free_aligned_sized(void *p, size_t alignment, size_t size) { hak_free_aligned_sized(p, alignment, size); }
 HAK_API void cfree(void *p) { hak_free_inline(p); }
 
-/* Releases what hak_collect(true) does. Returns 1 when that gave memory back (an madvise or munmap was
- * made, by this call or, rarely, by another thread meanwhile), 0 when there was nothing to give back, as
- * glibc's does; `pad` is ignored. */
+/* Releases what hak_collect(true) does. Returns 1 when that gave memory back (hakmem's committed or
+ * mapped bytes fell), 0 when there was nothing to give back or the kernel refused it (mlock'd pages), as
+ * glibc's does; `pad` is ignored. Another thread's allocations meanwhile can hide a release. */
 HAK_API int malloc_trim(size_t pad) {
   (void)pad;
-  uint64_t before = atomic_load(&hak_os_counters.madvise_calls) + atomic_load(&hak_os_counters.munmap_calls);
+  int64_t committed = atomic_load(&hak_os_counters.committed_bytes);
+  int64_t mapped = atomic_load(&hak_os_counters.mapped_bytes);
   hak_collect(true);
-  return atomic_load(&hak_os_counters.madvise_calls) + atomic_load(&hak_os_counters.munmap_calls) != before;
+  return atomic_load(&hak_os_counters.committed_bytes) < committed || atomic_load(&hak_os_counters.mapped_bytes) < mapped;
 }
 
 HAK_API void *__libc_malloc(size_t size) { return hak_malloc_inline(size); }

@@ -1,44 +1,45 @@
-/* override_new.c — C++ operator new (plain, array, aligned) and delete in every form (plain, array,
- * nothrow, sized, aligned), written in C under their Itanium-ABI names so libhakmem needs no C++ runtime.
- * Failing `new` calls the installed new_handler and retries, then throws std::bad_alloc through the C++
- * runtime. Sized delete goes straight to the fast free.
+/* override_new.c — C++ operator new and delete in every form (plain, array, nothrow, sized, aligned),
+ * written in C under their Itanium-ABI names so libhakmem needs no C++ runtime. Failing `new` calls the
+ * installed new_handler and retries, then throws std::bad_alloc through libstdc++ (looked up weakly: a
+ * program that calls operator new has libstdc++ loaded). Sized delete goes straight to the fast free.
  *
- * The nothrow forms of new are left to the C++ runtime, whose own versions call the throwing operator
- * new above inside a try block and return NULL on any exception, as the standard asks: a new_handler may
- * throw std::bad_alloc, and C code cannot catch it (ours let it escape a noexcept function, and the
- * program terminated; a review's reproducer, tests/c/fault_oom_new.cc).
+ * A new_handler may throw std::bad_alloc, which the nothrow forms must turn into NULL, and C cannot
+ * catch: with a handler installed they hand the request to the C++ runtime's own nothrow form, which
+ * calls the throwing operator new (ours) inside a try block (the exception escaped ours, and the program
+ * terminated: a review's reproducer, tests/c/test_new.cc). Without a handler nothing can throw, and they
+ * return NULL themselves: also when the runtime is invisible to this library (linked statically into the
+ * program or a plugin), where the runtime's nothrow form, calling our throwing one, would abort.
  *
- * The runtime's symbols are weak references in the shared library (a C program loads no C++ runtime)
- * and strong ones in the static archive, built with HAK_STATIC_ARCHIVE: a weak reference does not pull
- * an archive member into a static link, so `g++ -static` left both NULL and a failed new aborted
- * instead of throwing. The archive's member holding this file is linked only into programs that call
- * operator new, which link the C++ runtime anyway. */
+ * A fully static program (`g++ -static` with libhakmem.a) gets none of the runtime through these weak
+ * references, which pull nothing from an archive: a failed new then aborts with a message instead of
+ * throwing, unless the program is linked with -Wl,-u,_ZSt17__throw_bad_allocv -Wl,-u,_ZSt15get_new_handlerv
+ * (README). Strong references would break C programs that link the whole archive (a review's finding),
+ * and leaving new to the runtime's own versions would leave C++ programs on glibc's malloc whenever
+ * nothing else pulled hakmem's malloc from the archive. */
 #include "alloc.h"
 
 #if !HAK_NO_OVERRIDE
+#include <dlfcn.h>
 #include <stdlib.h>
 
 typedef void (*new_handler_fn)(void);
-#if HAK_STATIC_ARCHIVE
-#define CXX_RUNTIME_REF
-#define CXX_RUNTIME_HAS(fn) true
-#else
-#define CXX_RUNTIME_REF __attribute__((weak))
-#define CXX_RUNTIME_HAS(fn) ((fn) != NULL) /* NULL: no C++ runtime loaded */
-#endif
-extern new_handler_fn _ZSt15get_new_handlerv(void) CXX_RUNTIME_REF;     /* std::get_new_handler */
-extern void _ZSt17__throw_bad_allocv(void) CXX_RUNTIME_REF __attribute__((noreturn)); /* throws bad_alloc */
+extern new_handler_fn _ZSt15get_new_handlerv(void) __attribute__((weak));      /* std::get_new_handler */
+extern void _ZSt17__throw_bad_allocv(void) __attribute__((weak, noreturn)); /* throws std::bad_alloc */
+
+static new_handler_fn installed_handler(void) {
+  return _ZSt15get_new_handlerv != NULL ? _ZSt15get_new_handlerv() : NULL;
+}
 
 /* Retry an allocation through the new_handler (which may throw); throw std::bad_alloc when there is none. */
 static void *new_fail(size_t size, size_t align) {
   for (;;) {
-    new_handler_fn handler = CXX_RUNTIME_HAS(_ZSt15get_new_handlerv) ? _ZSt15get_new_handlerv() : NULL;
+    new_handler_fn handler = installed_handler();
     if (handler == NULL) break;
     handler();
     void *p = align ? hak_aligned_alloc(align, size) : hak_malloc_inline(size);
     if (p != NULL) return p;
   }
-  if (CXX_RUNTIME_HAS(_ZSt17__throw_bad_allocv)) _ZSt17__throw_bad_allocv();
+  if (_ZSt17__throw_bad_allocv != NULL) _ZSt17__throw_bad_allocv();
   hak_fatal("operator new failed and no C++ runtime is loaded to throw; size", (void *)size, -1);
 }
 
@@ -52,12 +53,54 @@ static inline void *new_aligned(size_t size, size_t align) {
   return likely(p != NULL) ? p : new_fail(size, align);
 }
 
+/* The C++ runtime's nothrow operator `name` (the next definition after ours), found once; NULL if none. */
+typedef void *(*nothrow_fn)(size_t, size_t, const void *);
+static void *runtime_nothrow(const char *name, _Atomic(void *) *cache) {
+  void *fn = atomic_load_explicit(cache, memory_order_acquire);
+  if (fn == NULL) {
+    fn = dlsym(RTLD_NEXT, name);
+    atomic_store_explicit(cache, fn, memory_order_release);
+  }
+  return fn;
+}
+
+/* The nothrow forms after a failed attempt: NULL, or what the C++ runtime's nothrow form makes of it when
+ * a new_handler is installed (`align` 0 for the unaligned forms). */
+static void *nothrow_fail(size_t size, size_t align, const void *tag, bool array) {
+  static _Atomic(void *) plain[2], aligned[2];
+  if (installed_handler() == NULL) return NULL;
+  void *fn = align == 0 ? runtime_nothrow(array ? "_ZnamRKSt9nothrow_t" : "_ZnwmRKSt9nothrow_t", &plain[array])
+                        : runtime_nothrow(array ? "_ZnamSt11align_val_tRKSt9nothrow_t"
+                                                : "_ZnwmSt11align_val_tRKSt9nothrow_t",
+                                          &aligned[array]);
+  if (fn == NULL) return NULL; /* no runtime to catch for us: the handler is not called */
+  if (align == 0) return ((void *(*)(size_t, const void *))fn)(size, tag);
+  return ((nothrow_fn)fn)(size, align, tag);
+}
+
 #define NOTHROW_T const void * /* const std::nothrow_t & */
 
 HAK_API void *_Znwm(size_t n) { return new_plain(n); }
 HAK_API void *_Znam(size_t n) { return new_plain(n); }
 HAK_API void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
 HAK_API void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
+
+HAK_API void *_ZnwmRKSt9nothrow_t(size_t n, NOTHROW_T t) {
+  void *p = hak_malloc_inline(n);
+  return likely(p != NULL) ? p : nothrow_fail(n, 0, t, false);
+}
+HAK_API void *_ZnamRKSt9nothrow_t(size_t n, NOTHROW_T t) {
+  void *p = hak_malloc_inline(n);
+  return likely(p != NULL) ? p : nothrow_fail(n, 0, t, true);
+}
+HAK_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NOTHROW_T t) {
+  void *p = hak_aligned_alloc(a, n);
+  return likely(p != NULL) ? p : nothrow_fail(n, a, t, false);
+}
+HAK_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NOTHROW_T t) {
+  void *p = hak_aligned_alloc(a, n);
+  return likely(p != NULL) ? p : nothrow_fail(n, a, t, true);
+}
 
 HAK_API void _ZdlPv(void *p) { hak_free_inline(p); }
 HAK_API void _ZdaPv(void *p) { hak_free_inline(p); }
