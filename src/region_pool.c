@@ -1,8 +1,9 @@
 /* region_pool.c — the areas regions live in, the address -> area map, and the classes' global pools of
  * free regions (region_pool.h). An area is a 2 MiB-aligned mapping (huge-page hint unless configured off)
  * of 1..64 regions of one class; its metadata comes from hak_os_map and is recycled, never unmapped, so
- * looking up a bogus handle reads valid memory. A pool keeps a dirty list (committed) and a clean list
- * (purged or never touched); an area whose regions are all clean in the pool is unmapped. No malloc here.
+ * looking up a bogus handle reads valid memory. A pool keeps a dirty list (committed), a refused list
+ * (committed, the kernel refused their purge) and a clean list (purged or never touched); an area whose
+ * regions are all clean in the pool is unmapped. No malloc here.
  * Lock order: class lock < meta lock. */
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
@@ -182,8 +183,10 @@ size_t hak_rpool_release(uint32_t c, size_t budget, bool at_least_one) {
   for (size_t i = 0; i < n; i++) {
     struct hak_rslot *s = batch[i];
     if (errs[i] != 0) {
+      /* Retried every period, a locked region kept the background thread, and a process whose main
+       * thread called pthread_exit, alive for good (a review's finding; test_region_upkeep refused). */
       atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
-      list_push_head(&k->dirty, s);
+      list_push_head(&k->refused, s);
       continue;
     }
     s->purged = true;
@@ -259,6 +262,9 @@ struct hak_rslot *hak_rpool_take(uint32_t c) {
   if (!list_empty(&k->dirty)) {
     s = k->dirty.next;
     list_unlink(s);
+  } else if (!list_empty(&k->refused)) {
+    s = k->refused.next;
+    list_unlink(s);
   } else if (!list_empty(&k->clean)) {
     s = k->clean.next;
     list_unlink(s);
@@ -295,6 +301,7 @@ void hak_rpool_init(void) {
     pthread_mutex_init(&hak_rpool_classes[c].lock, NULL);
     list_init(&hak_rpool_classes[c].dirty);
     list_init(&hak_rpool_classes[c].clean);
+    list_init(&hak_rpool_classes[c].refused);
   }
 }
 

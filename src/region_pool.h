@@ -44,6 +44,9 @@ struct hak_rarea {
 struct hak_rclass {
   pthread_mutex_t lock;
   struct hak_rslot dirty, clean; /* list sentinels: next = newest, prev = oldest */
+  struct hak_rslot refused;      /* dirty regions whose purge the kernel refused (mlock'd pages): not tried
+                                    again, nor waited for by the background thread, until allocated and
+                                    freed again */
   uint64_t regions;              /* regions in mapped areas (class lock) */
   _Atomic uint64_t areas, mapped_bytes, refills, bytes_released, release_errors;
   _Atomic int64_t dirty_count, clean_count;       /* plus the deltas kept by thread caches */
@@ -71,7 +74,8 @@ void hak_rpool_init(void);
  * the mapping fails. */
 struct hak_rslot *hak_rpool_refill(uint32_t c, uint32_t dampener, bool huge);
 
-/* Take a free region of class c from the global pool, dirty ones (still committed) first; NULL if none. */
+/* Take a free region of class c from the global pool, dirty ones (still committed, refused ones last)
+ * first; NULL if none. */
 struct hak_rslot *hak_rpool_take(uint32_t c);
 
 /* Put a free region (state dirty or clean) back in the global pool; unmaps its area when that leaves the
@@ -80,10 +84,10 @@ void hak_rpool_put(struct hak_rslot *s);
 
 /* Purge the oldest dirty regions of class c, up to `budget` bytes (at least one region when
  * `at_least_one`), without holding the class lock during madvise; a failure is counted and the region
- * stays dirty. Unmaps areas left entirely clean. Returns the bytes attempted. */
+ * stays dirty, on the refused list. Unmaps areas left entirely clean. Returns the bytes attempted. */
 size_t hak_rpool_release(uint32_t c, size_t budget, bool at_least_one);
 
-/* Whether any class's global pool holds a dirty region. */
+/* Whether any class's global pool holds a dirty region that a purge may release (refused ones aside). */
 bool hak_rpool_any_dirty(void);
 
 /* The slot a region handle names if the handle's fields are consistent with a mapped area, else NULL

@@ -39,16 +39,17 @@ def test_region_uses_hakmem(region_run):
     assert "hakmem stats:" in region_run.stderr, region_run.stderr
 
 
-def _run_upkeep(*args):
+def _run_upkeep(*args, timeout=120):
     if not UPKEEP.exists():
         subprocess.run(["make", "-C", str(ROOT / "tests"), "../build/tests/test_region_upkeep"], check=True)
-    return subprocess.run([str(UPKEEP), *args], env=clean_env({}), capture_output=True, text=True, timeout=120)
+    return subprocess.run([str(UPKEEP), *args], env=clean_env({}), capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("part", ["generations", "trim", "collect", "turns"])
+@pytest.mark.parametrize("part", ["generations", "trim", "collect", "turns", "refused"])
 def test_region_upkeep(part):
     """One part of test_region_upkeep.c each: short-lived threads' generations, a lowered
-    thread_cache_bytes, hak_collect(true) with cached regions, the background release's turns."""
+    thread_cache_bytes, hak_collect(true) with cached regions, the background release's turns, a region
+    whose purge the kernel refuses (mlock)."""
     run = _run_upkeep(part)
     assert run.returncode == 0 and "ok " in run.stdout, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
 
@@ -58,3 +59,13 @@ def test_region_without_thread_keys():
     thread caches and leave hakmem's own heap key alone (its own process: the keys stay used up)."""
     run = _run_upkeep("keys")
     assert run.returncode == 0 and "ok keys" in run.stdout, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
+
+
+def test_region_refused_purge_lets_the_process_end():
+    """A region whose purge the kernel refused (mlock), then the main thread calls pthread_exit: the
+    process ends. The background release retried the region every period and kept it alive for good."""
+    try:
+        run = _run_upkeep("refused-exit", timeout=20)
+    except subprocess.TimeoutExpired:
+        pytest.fail("the process was still alive 20 s after its main thread called pthread_exit")
+    assert run.returncode == 0 and "ok refused-exit" in run.stdout, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"

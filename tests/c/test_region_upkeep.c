@@ -1,7 +1,7 @@
 /* test_region_upkeep.c — the region allocator's housekeeping across threads and over time: generations
  * handed out by short-lived threads, a lowered thread_cache_bytes applied to regions already cached,
  * hak_collect(true) and free regions (its own thread's and a live other thread's), the background
- * release's turn-taking between classes, and, as a process of its own (`keys` argument), regions in a
+ * release's turn-taking between classes, a region whose purge the kernel refuses, and, as a process of its own (`keys` argument), regions in a
  * process that has used up its thread-specific keys. Each check failed on the code before its fix (a
  * review's reproducers). Run by tests/test_region.py; without libhakmem it exits 77 (skipped). */
 #define _GNU_SOURCE
@@ -207,6 +207,58 @@ static void test_release_turns(void) {
   printf("ok release turns: a class with a few dirty regions is released while another has hundreds\n");
 }
 
+/* ---- a region the kernel refuses to purge ------------------------------------------------------- */
+
+/* Free a 64 MiB region with a locked page and let the background thread (10 ms periods) try to purge
+ * it: returns the region's address once the failure is counted, NULL when mlock is refused. */
+static void *free_locked_region(uint64_t *errors0) {
+  const uint32_t c = 5; /* 64 MiB */
+  configure(0, 0, 0);
+  struct hak_region r = must_alloc(64 * MIB);
+  if (mlock(r.ptr, 4096) != 0) {
+    printf("skip refused: mlock failed (%s)\n", strerror(errno));
+    must_free(&r);
+    return NULL;
+  }
+  void *locked = r.ptr;
+  must_free(&r);
+  *errors0 = cls_stats(c).release_errors;
+  configure(10, (size_t)1 << 30, 0);
+  for (int t = 0; t < 3000 && cls_stats(c).release_errors == *errors0; t += 5) sleep_ms(5);
+  REQUIRE(cls_stats(c).release_errors > *errors0, "the purge of locked pages did not fail");
+  return locked;
+}
+
+/* A freed region with locked pages: the background thread tries it once, counts the error and leaves
+ * it until it is allocated and freed again. It used to retry it every period for good (about 1,600
+ * failed madvise calls a second), which also kept alive a process whose main thread had called
+ * pthread_exit (the refused-exit mode). The region stays usable. */
+static void test_refused(void) {
+  const uint32_t c = 5;
+  uint64_t errors0;
+  void *locked = free_locked_region(&errors0);
+  if (locked == NULL) return;
+  sleep_ms(300);
+  uint64_t errors = cls_stats(c).release_errors - errors0;
+  REQUIRE(errors <= 2, "%llu failed purges of one region in 300 ms", (unsigned long long)errors);
+  struct hak_region again = must_alloc(64 * MIB);
+  REQUIRE(again.ptr == locked, "the refused region was not handed out again");
+  munlock(locked, 4096);
+  must_free(&again);
+  REQUIRE(wait_clean(c, 3000), "not released once unlocked and freed again");
+  configure(0, 0, 64 * MIB);
+  printf("ok refused: a region the kernel refuses to purge is tried once, then left alone\n");
+}
+
+/* The same, and then the main thread leaves through pthread_exit: the process must end (the test gives
+ * it seconds; the background thread used to keep it alive for good). */
+static int run_refused_exit(void) {
+  uint64_t errors0;
+  if (free_locked_region(&errors0) == NULL) return 77;
+  printf("ok refused-exit: the region was refused; the main thread leaves\n");
+  pthread_exit(NULL);
+}
+
 /* ---- no thread-specific key left ------------------------------------------------------------------- */
 
 #define KEYS_SEEN 8
@@ -259,15 +311,17 @@ int main(int argc, char **argv) {
     printf("skip: hak_region_* not available (not linked with libhakmem)\n");
     return 77;
   }
-  const char *only = argc > 1 ? argv[1] : NULL; /* one part: generations, trim, collect, turns or keys */
+  const char *only = argc > 1 ? argv[1] : NULL; /* one part, or keys or refused-exit */
   if (only != NULL && strcmp(only, "keys") == 0) return run_keys();
+  if (only != NULL && strcmp(only, "refused-exit") == 0) return run_refused_exit();
   static const struct {
     const char *name;
     void (*run)(void);
   } parts[] = {{"generations", test_thread_generations},
                {"trim", test_trim},
                {"collect", test_collect},
-               {"turns", test_release_turns}};
+               {"turns", test_release_turns},
+               {"refused", test_refused}};
   bool known = only == NULL;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     if (only != NULL && strcmp(only, parts[i].name) != 0) continue;
