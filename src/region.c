@@ -68,7 +68,7 @@ static struct tcache *reg_head, *tc_free;
  * GEN_BLOCK at a time (one atomic add per allocation cost 8 ns of a 26 ns allocate+free pair) and keeps
  * what it has left when its thread exits and another thread reuses it: a new block per thread wrapped
  * the sequence after a million short-lived threads, and a stale handle freed a live region (a review's
- * reproducer; test_region's generations case). 0 is never handed out. */
+ * reproducer; test_region_upkeep generations). 0 is never handed out. */
 #define GEN_BLOCK 4096u
 static _Atomic uint32_t gen_seq; /* generations taken so far (mod 2^32) */
 
@@ -257,8 +257,8 @@ static bool tc_push(struct tcache *tc, uint32_t c, struct hak_rslot *s) {
   return ok;
 }
 
-/* Cut every registered cache down to `keep` regions per class at most (0: empty them all), the surplus
- * going to the global pools; returns whether any moved. A cache's owner uses it under its lock, so this
+/* Cut every registered cache down to its thread_cache_bytes limit per class (`all`: empty it), the
+ * surplus going to the global pools; returns whether any moved. A cache's owner uses it under its lock, so this
  * waits for the owner's push or pop in flight and never takes a region out from under it. */
 static bool trim_caches(bool all) {
   struct hak_rslot *moved[NCLASS * TC_SLOTS];
