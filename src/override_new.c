@@ -53,8 +53,8 @@ static inline void *new_aligned(size_t size, size_t align) {
   return likely(p != NULL) ? p : new_fail(size, align);
 }
 
-/* The C++ runtime's nothrow operator `name` (the next definition after ours), found once; NULL if none. */
-typedef void *(*nothrow_fn)(size_t, size_t, const void *);
+/* The C++ runtime's nothrow operator `name` (the next definition after ours), looked up once; NULL if
+ * there is none. */
 static void *runtime_nothrow(const char *name, _Atomic(void *) *cache) {
   void *fn = atomic_load_explicit(cache, memory_order_acquire);
   if (fn == NULL) {
@@ -64,43 +64,46 @@ static void *runtime_nothrow(const char *name, _Atomic(void *) *cache) {
   return fn;
 }
 
-/* The nothrow forms after a failed attempt: NULL, or what the C++ runtime's nothrow form makes of it when
- * a new_handler is installed (`align` 0 for the unaligned forms). */
-static void *nothrow_fail(size_t size, size_t align, const void *tag, bool array) {
-  static _Atomic(void *) plain[2], aligned[2];
+/* A failed nothrow new of the unaligned forms: NULL, or with a new_handler installed what the runtime's
+ * nothrow form `name` makes of the request (it runs the handler, which may throw, and catches). */
+static void *nothrow_plain_fail(size_t size, const void *tag, const char *name, _Atomic(void *) *cache) {
   if (installed_handler() == NULL) return NULL;
-  void *fn = align == 0 ? runtime_nothrow(array ? "_ZnamRKSt9nothrow_t" : "_ZnwmRKSt9nothrow_t", &plain[array])
-                        : runtime_nothrow(array ? "_ZnamSt11align_val_tRKSt9nothrow_t"
-                                                : "_ZnwmSt11align_val_tRKSt9nothrow_t",
-                                          &aligned[array]);
-  if (fn == NULL) return NULL; /* no runtime to catch for us: the handler is not called */
-  if (align == 0) return ((void *(*)(size_t, const void *))fn)(size, tag);
-  return ((nothrow_fn)fn)(size, align, tag);
+  void *(*fn)(size_t, const void *) = (void *(*)(size_t, const void *))runtime_nothrow(name, cache);
+  return fn != NULL ? fn(size, tag) : NULL; /* no runtime to catch for us: the handler is not called */
+}
+
+/* The same for the aligned forms. */
+static void *nothrow_aligned_fail(size_t size, size_t align, const void *tag, const char *name,
+                                  _Atomic(void *) *cache) {
+  if (installed_handler() == NULL) return NULL;
+  void *(*fn)(size_t, size_t, const void *) = (void *(*)(size_t, size_t, const void *))runtime_nothrow(name, cache);
+  return fn != NULL ? fn(size, align, tag) : NULL;
 }
 
 #define NOTHROW_T const void * /* const std::nothrow_t & */
+
+/* One nothrow form: hakmem's allocation, then the failure path above under the form's own name. */
+#define NOTHROW_PLAIN(sym)                                                  \
+  HAK_API void *sym(size_t n, NOTHROW_T t) {                                \
+    static _Atomic(void *) runtime;                                         \
+    void *p = hak_malloc_inline(n);                                         \
+    return likely(p != NULL) ? p : nothrow_plain_fail(n, t, #sym, &runtime); \
+  }
+#define NOTHROW_ALIGNED(sym)                                                          \
+  HAK_API void *sym(size_t n, size_t a, NOTHROW_T t) {                                \
+    static _Atomic(void *) runtime;                                                   \
+    void *p = hak_aligned_alloc(a, n);                                                \
+    return likely(p != NULL) ? p : nothrow_aligned_fail(n, a, t, #sym, &runtime);     \
+  }
 
 HAK_API void *_Znwm(size_t n) { return new_plain(n); }
 HAK_API void *_Znam(size_t n) { return new_plain(n); }
 HAK_API void *_ZnwmSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
 HAK_API void *_ZnamSt11align_val_t(size_t n, size_t a) { return new_aligned(n, a); }
-
-HAK_API void *_ZnwmRKSt9nothrow_t(size_t n, NOTHROW_T t) {
-  void *p = hak_malloc_inline(n);
-  return likely(p != NULL) ? p : nothrow_fail(n, 0, t, false);
-}
-HAK_API void *_ZnamRKSt9nothrow_t(size_t n, NOTHROW_T t) {
-  void *p = hak_malloc_inline(n);
-  return likely(p != NULL) ? p : nothrow_fail(n, 0, t, true);
-}
-HAK_API void *_ZnwmSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NOTHROW_T t) {
-  void *p = hak_aligned_alloc(a, n);
-  return likely(p != NULL) ? p : nothrow_fail(n, a, t, false);
-}
-HAK_API void *_ZnamSt11align_val_tRKSt9nothrow_t(size_t n, size_t a, NOTHROW_T t) {
-  void *p = hak_aligned_alloc(a, n);
-  return likely(p != NULL) ? p : nothrow_fail(n, a, t, true);
-}
+NOTHROW_PLAIN(_ZnwmRKSt9nothrow_t)
+NOTHROW_PLAIN(_ZnamRKSt9nothrow_t)
+NOTHROW_ALIGNED(_ZnwmSt11align_val_tRKSt9nothrow_t)
+NOTHROW_ALIGNED(_ZnamSt11align_val_tRKSt9nothrow_t)
 
 HAK_API void _ZdlPv(void *p) { hak_free_inline(p); }
 HAK_API void _ZdaPv(void *p) { hak_free_inline(p); }

@@ -320,16 +320,10 @@ void hak_regions_collect(void) {
   if (!atomic_load_explicit(&initialized, memory_order_acquire)) return; /* no region was ever asked for */
   trim_caches(true);
   pthread_mutex_lock(&tick_lock);
-  for (uint32_t c = 0; c < NCLASS; c++) {
-    /* every region of the class at most once: one the kernel refuses to purge goes back to the dirty
-     * list's head, and the tail is taken first */
-    size_t budget = (size_t)atomic_load_explicit(&hak_rpool_classes[c].mapped_bytes, memory_order_relaxed);
-    for (size_t spent = 0; spent < budget;) {
-      size_t got = hak_rpool_release(c, budget - spent, false);
-      if (got == 0) break;
-      spent += got;
+  /* each call purges a batch; a region the kernel refuses leaves the dirty list, so this ends */
+  for (uint32_t c = 0; c < NCLASS; c++)
+    while (hak_rpool_release(c, SIZE_MAX, false) != 0) {
     }
-  }
   pthread_mutex_unlock(&tick_lock);
 }
 

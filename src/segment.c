@@ -62,7 +62,7 @@ static int find_run(uint64_t free_slices, unsigned n) {
  * prodcons' by 5 %: docs/notes/2026-11-24-performance-log.md). In hardened builds the table reaches the
  * 1280-byte class too, which takes requests of 1017-1024 bytes once their canary is added: with one slice
  * (51 blocks) every tiny_hot batch of 64 such blocks went through a page switch (3.0 ns per operation
- * against 2.3 with four slices). Larger classes take a run of slices holding about 32 blocks, at most 32
+ * against 2.3 with four slices: performance log, eighth session). Larger classes take a run of slices holding about 32 blocks, at most 32
  * slices (2 MiB). */
 static unsigned slices_for_class(unsigned cls) {
   size_t bs = hak_class_size(cls);
