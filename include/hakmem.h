@@ -213,7 +213,9 @@ struct hak_region_config {
   size_t release_bytes_per_tick;   /**< dirty bytes the background thread releases per period (at
                                         least one region, so regions bigger than this still progress);
                                         the classes take turns at being looked at first */
-  bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once */
+  bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once (a
+                                        region the kernel refuses, e.g. with mlock'd pages, is counted in
+                                        release_errors and stays committed, not retried until reused) */
   size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache; lowering it
                                         moves what caches hold above the new limit to the global pools */
   uint32_t growth_dampener;        /**< a new area holds max(1, regions_in_class >> dampener) regions */
@@ -239,7 +241,8 @@ struct hak_region_class_stats {
   uint64_t frees;            /**< hak_region_free calls accepted */
   uint64_t bytes_released;   /**< bytes of freed regions purged (madvise); unmapping an area whose
                                   regions are all clean adds nothing */
-  uint64_t release_errors;   /**< madvise calls that failed (never fatal) */
+  uint64_t release_errors;   /**< madvise calls that failed (never fatal); such a region is not tried
+                                  again until it is allocated and freed again */
 };
 
 /** Fill out[0 .. max) with the counters of classes 0 .. max-1; returns the number filled

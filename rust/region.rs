@@ -190,7 +190,9 @@ pub struct Config {
     /// Most dirty bytes released per period (at least one region is released per period); the
     /// classes take turns at being looked at first.
     pub release_bytes_per_tick: usize,
-    /// `true`: dropping a handle returns the region's pages to the OS at once.
+    /// `true`: dropping a handle returns the region's pages to the OS at once (a region the kernel
+    /// refuses, e.g. with locked pages, is counted in `release_errors` and stays committed until it
+    /// is reused).
     pub eager_return: bool,
     /// Most bytes per class kept in each thread's cache; lowering it moves what caches hold above
     /// the new limit to the global pools.

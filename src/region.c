@@ -478,18 +478,18 @@ API int hak_region_free(struct hak_region *region) {
   if (atomic_load_explicit(&cfg_eager, memory_order_relaxed)) {
     size_t cb = hak_rpool_class_bytes(c);
     struct hak_rclass *k = &hak_rpool_classes[c];
-    bool released = hak_os_purge(region->ptr, cb, false) == 0;
-    if (released) {
-      s->purged = true;
-      atomic_store_explicit(&s->word, hak_rslot_pack(region->generation, HAK_RSLOT_CLEAN), memory_order_relaxed);
-      count_state(tc, c, true, -1);
-      count_state(tc, c, false, 1);
-      atomic_fetch_add_explicit(&k->bytes_released, cb, memory_order_relaxed);
-    } else {
-      atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
+    if (hak_os_purge(region->ptr, cb, false) != 0) {
+      /* refused (mlock'd pages): as in a background release, not tried again until reused; retrying it
+       * at once only failed again (test_region_upkeep eager-refused) */
+      hak_rpool_put_refused(s);
+      return 0;
     }
+    s->purged = true;
+    atomic_store_explicit(&s->word, hak_rslot_pack(region->generation, HAK_RSLOT_CLEAN), memory_order_relaxed);
+    count_state(tc, c, true, -1);
+    count_state(tc, c, false, 1);
+    atomic_fetch_add_explicit(&k->bytes_released, cb, memory_order_relaxed);
     hak_rpool_put(s);
-    if (!released) bg_ensure(); /* it went back dirty: the background thread retries it */
     return 0;
   }
   if (!tc_push(tc, c, s)) {

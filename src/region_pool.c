@@ -163,6 +163,14 @@ void hak_rpool_put(struct hak_rslot *s) {
   if (gone != NULL) area_unmap(gone);
 }
 
+void hak_rpool_put_refused(struct hak_rslot *s) {
+  struct hak_rclass *k = &hak_rpool_classes[s->area->cls];
+  atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
+  pthread_mutex_lock(&k->lock);
+  list_push_head(&k->refused, s);
+  pthread_mutex_unlock(&k->lock);
+}
+
 size_t hak_rpool_release(uint32_t c, size_t budget, bool at_least_one) {
   struct hak_rclass *k = &hak_rpool_classes[c];
   size_t cb = hak_rpool_class_bytes(c);

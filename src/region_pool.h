@@ -82,6 +82,10 @@ struct hak_rslot *hak_rpool_take(uint32_t c);
  * whole area clean and free. Takes the class lock. */
 void hak_rpool_put(struct hak_rslot *s);
 
+/* Put a dirty region whose purge the kernel has just refused on the class's refused list and count the
+ * failure; it is not tried again until allocated and freed again. Takes the class lock. */
+void hak_rpool_put_refused(struct hak_rslot *s);
+
 /* Purge the oldest dirty regions of class c, up to `budget` bytes (at least one region when
  * `at_least_one`), without holding the class lock during madvise; a failure is counted and the region
  * stays dirty, on the refused list. Unmaps areas left entirely clean. Returns the bytes attempted. */

@@ -1,8 +1,9 @@
 /* test_region_upkeep.c — the region allocator's housekeeping across threads and over time: generations
  * handed out by short-lived threads, a lowered thread_cache_bytes applied to regions already cached,
  * hak_collect(true) and free regions (its own thread's and a live other thread's), the background
- * release's turn-taking between classes, a region whose purge the kernel refuses, and, as a process of its own (`keys` argument), regions in a
- * process that has used up its thread-specific keys. Each check failed on the code before its fix (a
+ * release's turn-taking between classes, a region whose purge the kernel refuses (in a background
+ * release and in an eager return), and, as a process of its own (`keys` argument), regions in a process
+ * that has used up its thread-specific keys. Each check failed on the code before its fix (a
  * review's reproducers). Run by tests/test_region.py; without libhakmem it exits 77 (skipped). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -34,15 +35,19 @@ static struct hak_region_class_stats cls_stats(uint32_t c) {
   return all[c];
 }
 
-static void configure(uint32_t interval_ms, size_t per_tick, size_t tc_bytes) {
+static void configure_eager(uint32_t interval_ms, size_t per_tick, size_t tc_bytes, bool eager) {
   struct hak_region_config c = {.enabled = true,
                                 .release_interval_ms = interval_ms,
                                 .release_bytes_per_tick = per_tick,
-                                .eager_return = false,
+                                .eager_return = eager,
                                 .thread_cache_bytes = tc_bytes,
                                 .growth_dampener = 0,
                                 .huge_pages = false};
   REQUIRE(hak_region_configure(&c) == 0, "hak_region_configure");
+}
+
+static void configure(uint32_t interval_ms, size_t per_tick, size_t tc_bytes) {
+  configure_eager(interval_ms, per_tick, tc_bytes, false);
 }
 
 static struct hak_region must_alloc(size_t bytes) {
@@ -250,6 +255,35 @@ static void test_refused(void) {
   printf("ok refused: a region the kernel refuses to purge is tried once, then left alone\n");
 }
 
+/* With eager return, a region whose purge the kernel refuses goes to the refused list at its free: it
+ * used to go back dirty and wake the background thread, whose retry failed again (two failed purges
+ * per free). Unlocked and freed again, it is released at once. */
+static void test_eager_refused(void) {
+  const uint32_t c = 5; /* 64 MiB */
+  configure_eager(10, (size_t)1 << 30, 0, true);
+  struct hak_region r = must_alloc(64 * MIB);
+  if (mlock(r.ptr, 4096) != 0) {
+    printf("skip eager-refused: mlock failed (%s)\n", strerror(errno));
+    must_free(&r);
+    return;
+  }
+  void *locked = r.ptr;
+  uint64_t errors0 = cls_stats(c).release_errors;
+  must_free(&r);
+  REQUIRE(cls_stats(c).release_errors - errors0 == 1, "the eager purge of locked pages did not fail once");
+  sleep_ms(200); /* twenty release periods */
+  uint64_t errors = cls_stats(c).release_errors - errors0;
+  REQUIRE(errors == 1, "%llu failed purges of one eagerly freed region in 200 ms", (unsigned long long)errors);
+  struct hak_region again = must_alloc(64 * MIB);
+  REQUIRE(again.ptr == locked, "the refused region was not handed out again");
+  munlock(locked, 4096);
+  must_free(&again);
+  REQUIRE(cls_stats(c).dirty_regions == 0, "unlocked and freed eagerly, the region stayed dirty");
+  REQUIRE(cls_stats(c).release_errors - errors0 == 1, "the unlocked region's purge failed");
+  configure(0, 0, 64 * MIB);
+  printf("ok eager-refused: a refused eager return is counted once and not retried\n");
+}
+
 /* The same, and then the main thread leaves through pthread_exit: the process must end (the test gives
  * it seconds; the background thread used to keep it alive for good). */
 static int run_refused_exit(void) {
@@ -321,7 +355,8 @@ int main(int argc, char **argv) {
                {"trim", test_trim},
                {"collect", test_collect},
                {"turns", test_release_turns},
-               {"refused", test_refused}};
+               {"refused", test_refused},
+               {"eager-refused", test_eager_refused}};
   bool known = only == NULL;
   for (size_t i = 0; i < sizeof parts / sizeof parts[0]; i++) {
     if (only != NULL && strcmp(only, parts[i].name) != 0) continue;
