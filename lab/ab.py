@@ -11,7 +11,7 @@ import argparse
 from lab import compare, plots, report, stats
 from lab import workloads as wl
 from lab.runner import SYSCALLS, Run, Spec, SyscallCount
-from lab.session import Session, add_common_options
+from lab.session import Session, UsageError, add_common_options
 
 UNSET = "default"
 
@@ -55,19 +55,19 @@ def run_ab(args: argparse.Namespace) -> int:
         if args.sizes and not w.size_args:
             raise ValueError(f"workload {w.name} takes no block size; use random_mixed, tiny_hot or pair")
     except ValueError as e:
-        raise SystemExit(f"hakmem-lab: {e}") from None
+        raise UsageError(str(e)) from None
     values = [v for v in args.values.split(",") if v]
     baseline = args.baseline if args.baseline is not None else (values[0] if values else None)
     if not values or baseline not in values:
-        raise SystemExit("hakmem-lab: --values must be non-empty and contain --baseline")
+        raise UsageError("--values must be non-empty and contain --baseline")
     repeated = sorted({v for v in values if values.count(v) > 1})
     if repeated:  # each round pairs one run per value: a repeat would pair runs of different rounds
-        raise SystemExit(f"hakmem-lab: --values lists {', '.join(repeated)} more than once")
+        raise UsageError(f"--values lists {', '.join(repeated)} more than once")
     if "," in (args.allocs or ""):
-        raise SystemExit("hakmem-lab: ab runs one allocator (--allocs NAME)")
-    s = Session("ab", args, [w])
+        raise UsageError("ab runs one allocator (--allocs NAME)")
+    s = Session("ab", args)
     if len(s.allocators) != 1:  # an --alloc not named by --allocs would be listed in the report but never run
-        raise SystemExit(f"hakmem-lab: ab runs one allocator, got {', '.join(a.name for a in s.allocators)}: "
+        raise UsageError(f"ab runs one allocator, got {', '.join(a.name for a in s.allocators)}: "
                          "name the one to measure with --allocs (an --alloc NAME=PATH too)")
     runs: dict[tuple[int | None, str], list[Run]] = {}
     sysc: dict[tuple[int | None, str], SyscallCount | str] = {}
@@ -114,10 +114,12 @@ def run_ab(args: argparse.Namespace) -> int:
                 + report.table(matrix_head, matrix, right=range(1, len(matrix_head)))]
     best_lines = []
     for sz in sizes:
-        cands = [(v, med[(sz, v)]) for v in values if (sz, v) in med]
+        cands = [(v, med[(sz, v)]) for v in values if med.get((sz, v), {}).get("delta_pct") is not None]
         if cands:
-            v, m = max(cands, key=lambda c: c[1]["delta_pct"] if c[1]["delta_pct"] is not None else -1e9)
+            v, m = max(cands, key=lambda c: c[1]["delta_pct"])
             best_lines.append(f"- {label[sz]}: fastest value {v} ({report.fmt_pct(m['delta_pct'])} vs baseline)")
+        else:
+            best_lines.append(f"- {label[sz]}: no comparison (the baseline {baseline} failed or no value ran)")
         rows = []
         for v in values:
             m = med.get((sz, v))
@@ -149,7 +151,7 @@ def run_ab(args: argparse.Namespace) -> int:
     others = [v for v in values if v != baseline]
     png = plots.grouped_bars(s.out_dir / "ab.png", f"{args.env}: change vs baseline {baseline}",
                              [label[sz] for sz in sizes],
-                             {v: [med.get((sz, v), {}).get("delta_pct") or 0.0 for sz in sizes] for v in others},
+                             {v: [med.get((sz, v), {}).get("delta_pct") for sz in sizes] for v in others},
                              "% faster than baseline")
     if png:
         sections.append(f"![ab]({png.name})")

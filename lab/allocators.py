@@ -124,6 +124,10 @@ def select(d: Discovery, names: list[str] | None, extra: tuple[str, ...] = ()) -
     Allocators given with --alloc are always included. A named allocator that is missing is an error."""
     by_name = {a.name: a for a in d.found}
     extra_names = [parse_alloc_spec(s).name for s in extra]
+    for what, listed in (("--alloc", extra_names), ("--allocs", names or [])):
+        repeated = sorted({n for n in listed if listed.count(n) > 1})
+        if repeated:  # one key per allocator: a second entry would merge two series into one
+            raise AllocatorError(f"{what} names {', '.join(repeated)} more than once")
     if names:
         chosen = []
         for n in names + [e for e in extra_names if e not in names]:

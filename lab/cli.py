@@ -12,7 +12,7 @@ from lab import __version__, ab, compare, latency, paging, scaling, soak
 from lab import workloads as wl
 from lab.allocators import AllocatorError, discover
 from lab.runner import inherited_tuning
-from lab.session import find_root
+from lab.session import UsageError, find_root
 
 
 def list_things(args: argparse.Namespace) -> int:
@@ -20,7 +20,7 @@ def list_things(args: argparse.Namespace) -> int:
     try:
         d = discover(root, extra=tuple(args.alloc))
     except AllocatorError as e:
-        raise SystemExit(f"hakmem-lab: {e}") from None
+        raise UsageError(str(e)) from None
     print("allocators:")
     for a in d.found:
         print(f"  {a.name:<14} {a.describe()}")
@@ -57,7 +57,11 @@ def main(argv: list[str] | None = None) -> int:
     if dropped and args.command != "list":
         print(f"hakmem-lab: not passing {', '.join(dropped)} from your environment to the runs: each allocator "
               "runs with its defaults (ab --env varies one hakmem option)", file=sys.stderr)
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except UsageError as e:
+        print(f"hakmem-lab: {e}", file=sys.stderr)
+        return 2
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 """compare.py — the `compare` and `quick` sub-commands: every workload under every allocator, repeated and
-interleaved (A B C D A B C D ...), then one latency pass (-l) and one strace pass per pair, never timed.
+interleaved, each round starting one allocator later (A B C D, B C D A, ...: no allocator always runs
+after the same other), then one latency pass (-l) and one strace pass per pair, never timed.
 Per workload a ranked table (rank, allocator, figure with min–max, vs best, times, page faults, peak RSS,
 system calls per operation, latency percentiles), then each allocator's geometric-mean ratio to the best,
 hakmem against each workload's best other allocator round by round (median ratio, confidence interval,
@@ -17,7 +18,7 @@ from pathlib import Path
 from lab import plots, report, stats
 from lab import workloads as wl
 from lab.runner import SYSCALLS, Run, Spec, SyscallCount
-from lab.session import Session, add_common_options
+from lab.session import Session, UsageError, add_common_options
 
 LAT_KEYS = ("lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
 SIZED_RE = re.compile(r"^ns_per_op_(\d+)$")
@@ -62,8 +63,9 @@ def measure(s: Session, works: list[wl.Workload], threads: int | None, strace: b
         for w in works:
             t = threads if w.threaded else None
             args = w.args(s.args.size)
-            for _ in range(s.args.reps):
-                for a in s.allocators:
+            for i in range(s.args.reps):
+                k = i % len(s.allocators)
+                for a in s.allocators[k:] + s.allocators[:k]:
                     m.timed.setdefault((w.name, a.name), []).append(s.run(Spec(w, a, args, threads=t)))
             if latency:
                 for a in s.allocators:
@@ -224,6 +226,15 @@ def geomean_table(g: list[dict], markdown: bool = True) -> str:
     return report.table(headers, body) if markdown else report.text_table(headers, body)
 
 
+def runs_phrase(rows: list[dict], reps: int) -> str:
+    """What each figure is the median of: `reps` runs, or fewer where runs failed or were interrupted."""
+    counts = sorted({r["runs"] for r in rows if not r["failed"]})
+    if not counts or counts == [reps]:
+        return f"Median of {reps} interleaved runs"
+    span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"Median of {span} of {reps} interleaved runs (the others failed or were interrupted)"
+
+
 def sized_table(rows: list[dict]) -> str:
     sizes = sorted({sz for r in rows if not r["failed"] for sz in r["sized"]})
     body = [[r["allocator"]] + [report.fmt_num(r["sized"].get(sz)) for sz in sizes] for r in rows if not r["failed"]]
@@ -252,7 +263,7 @@ def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]]
         if w.name not in tables or not w.ranked:
             continue
         text = (f"### {w.name} — {w.unit}, {'higher' if w.higher_is_better else 'lower'} is better\n\n"
-                f"{w.summary}. Median of {s.args.reps} interleaved runs; vs best in time terms; peak RSS is the "
+                f"{w.summary}. {runs_phrase(tables[w.name], s.args.reps)}; vs best in time terms; peak RSS is the "
                 f"largest of the runs; syscalls/op and latency come from separate untimed passes.\n\n"
                 + workload_table(w, tables[w.name]))
         if w.sized_results:
@@ -288,17 +299,22 @@ def make_plots(out_dir: Path, works: list[wl.Workload], tables: dict[str, list[d
                                          [r["min"] for r in rows], [r["max"] for r in rows], w.unit))
     written = [plots.bars(out_dir / "workloads.png", "median, min–max", panels)]
     written.append(plots.bars(out_dir / "geomean.png", "geometric mean ratio to best (lower is better)",
-                              [plots.BarPanel("all workloads", [r["allocator"] for r in g],
+                              [plots.BarPanel("all workloads", [geomean_label(r) for r in g],
                                               [r["geomean"] for r in g], ylabel="ratio")] if g else []))
     return [p.name for p in written if p is not None]
+
+
+def geomean_label(r: dict) -> str:
+    """An allocator's name under its geomean bar; one that failed a workload is marked, as in the table."""
+    return r["allocator"] if r["complete"] else f"{r['allocator']} (incomplete, {r['workloads']} of {r['of']})"
 
 
 def execute(args: argparse.Namespace, name: str, default: tuple[str, ...]) -> tuple[Session, dict, list]:
     try:
         works = wl.parse_list(args.workloads, default)
     except ValueError as e:
-        raise SystemExit(f"hakmem-lab: {e}") from None
-    s = Session(name, args, works)
+        raise UsageError(str(e)) from None
+    s = Session(name, args)
     m = measure(s, works, args.threads, strace=not args.no_strace, latency=not args.no_latency)
     names = [a.name for a in s.allocators]
     tables = {w.name: summarize(w, names, m) for w in works if any(k[0] == w.name for k in m.timed)}
@@ -330,9 +346,9 @@ def run_paired(args: argparse.Namespace) -> int:
             raise ValueError(f"it holds a {data['experiment']} experiment, whose runs are not rounds of one size")
         names, m = measurements_from_data(data)
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as e:
-        raise SystemExit(f"hakmem-lab: {path}: not a compare's data.json ({e})") from None
+        raise UsageError(f"{path}: not a compare's data.json ({e})") from None
     if args.subject not in names:
-        raise SystemExit(f"hakmem-lab: {args.subject} is not among the allocators of {path}: {', '.join(names)}")
+        raise UsageError(f"{args.subject} is not among the allocators of {path}: {', '.join(names)}")
     works = list(wl.WORKLOADS.values())
     tables = {w.name: summarize(w, names, m) for w in works if any(k[0] == w.name for k in m.timed)}
     prs = paired_rows(works, tables, m, args.subject)

@@ -10,7 +10,7 @@ import argparse
 from lab import plots, report, stats
 from lab import workloads as wl
 from lab.runner import Run, Spec
-from lab.session import Session, add_common_options
+from lab.session import Session, UsageError, add_common_options
 
 DEFAULT = ("random_mixed", "larson", "prodcons", "vm", "realistic")
 QUANTILES = ((0.5, "p50"), (0.9, "p90"), (0.99, "p99"), (0.999, "p99.9"))
@@ -37,8 +37,8 @@ def run_latency(args: argparse.Namespace) -> int:
     try:
         works = wl.parse_list(args.workloads, DEFAULT)
     except ValueError as e:
-        raise SystemExit(f"hakmem-lab: {e}") from None
-    s = Session("latency", args, works)
+        raise UsageError(str(e)) from None
+    s = Session("latency", args)
     runs: dict[tuple[str, str], list[Run]] = {}
     s.start_progress(len(works) * args.reps * len(s.allocators))
     with s.measuring():

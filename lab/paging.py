@@ -23,6 +23,7 @@ import time
 from pathlib import Path
 
 from lab import machine, plots, report
+from lab.runner import clean_environ
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 V2_ROOT = Path("/sys/fs/cgroup")
@@ -211,7 +212,8 @@ def run_bench(res: Resources, bench: Path, args: list[str], timeout: float) -> d
         out = Path(tmp.name)
     cmd = [str(bench), *args, "--json", str(out)]
     print("  $ " + " ".join(cmd), flush=True)
-    proc = subprocess.Popen(cmd, preexec_fn=res.enter, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    proc = subprocess.Popen(cmd, preexec_fn=res.enter, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            env=clean_environ())  # as in every experiment: no inherited preload or HAKMEM_*
     try:
         text, _ = proc.communicate(timeout=timeout)
     except BaseException:
@@ -243,10 +245,16 @@ def fmt_ns(ns: float | None) -> str:
     return f"{ns:.0f} ns"
 
 
+def ratio_label(run: dict) -> str:
+    """How a sweep run's limit relates to the working set: the nominal 1:N, which leaves the allowance
+    out, and the working set over the whole limit."""
+    return f"1:{run['ratio']}, working set {run['total_mib'] / run['limit_mib']:.1f}x the limit"
+
+
 def sweep_section(sweep: list[dict]) -> str:
     rows = []
     for run in sweep:
-        label = f"{run['limit_mib']} MiB (1:{run['ratio']})"
+        label = f"{run['limit_mib']} MiB ({ratio_label(run)})"
         if "error" in run["result"]:
             rows.append((label, "failed: " + run["result"]["error"], "", "", "", "", ""))
             continue
@@ -285,17 +293,17 @@ def draw(out_dir: Path, sweep: list[dict], paging: dict | None) -> list[str]:
             continue
         series = {s["strategy"]: ([p[0] / 1e3 for p in s["ccdf"] if p[1] > 0], [p[1] for p in s["ccdf"] if p[1] > 0])
                   for s in run["result"]["strategies"]}
-        panels.append(plots.LinePanel(f"{run['limit_mib']} MiB RAM (1:{run['ratio']})", series,
+        panels.append(plots.LinePanel(f"{run['limit_mib']} MiB RAM ({ratio_label(run)})", series,
                                       xlabel="latency (µs)", ylabel="P(latency > x)", logx=True, logy=True))
     if panels and plots.lines(out_dir / "ccdf.png", "Random-read latency CCDF", panels):
         images.append("ccdf.png")
     ok = [r for r in sweep if "strategies" in r["result"]]
     if ok:
         names = [s["strategy"] for s in ok[0]["result"]["strategies"]]
-        series = {n: ([r["ratio"] for r in ok],
+        series = {n: ([r["total_mib"] / r["limit_mib"] for r in ok],
                       [next(s["ops_per_s"] for s in r["result"]["strategies"] if s["strategy"] == n) for r in ok])
                   for n in names}
-        panel = plots.LinePanel("ops/s by working set : RAM", series, xlabel="working set / RAM limit",
+        panel = plots.LinePanel("ops/s by working set : RAM", series, xlabel="working set / cgroup limit",
                                 ylabel="reads per second", logx=True, logy=True)
         if plots.lines(out_dir / "sweep.png", "Ratio sweep", [panel]):
             images.append("sweep.png")
@@ -367,11 +375,12 @@ def run_paging(args: argparse.Namespace) -> int:
         common = ["--seconds", str(args.seconds), "--ops", str(args.ops)] + (["--huge"] if args.huge else [])
         for r in ratios:
             limit_mib = max(8, args.total_mib // r) + args.allowance_mib
-            print(f"ratio 1:{r}: RAM limit {limit_mib} MiB, working set {args.total_mib} MiB", flush=True)
+            print(f"ratio 1:{r}: RAM limit {limit_mib} MiB ({args.total_mib} MiB / {r} + {args.allowance_mib}), "
+                  f"working set {args.total_mib} MiB", flush=True)
             res.set_limit(limit_mib << 20)
             result = run_bench(res, bench, ["--ratio-sweep", "--total-mib", str(args.total_mib), "--ahead",
                                             str(args.ahead), "--batch", str(args.batch), *common], args.timeout)
-            sweep.append({"ratio": r, "limit_mib": limit_mib, "result": result})
+            sweep.append({"ratio": r, "limit_mib": limit_mib, "total_mib": args.total_mib, "result": result})
         if args.paging_ratio:
             limit_mib = paging_limit_mib(args.total_mib, args.paging_ratio)
             print(f"paging run: RAM limit {limit_mib} MiB, {3 * limit_mib} MiB allocated", flush=True)

@@ -111,7 +111,8 @@ def lines(path: Path, title: str, panels: list[LinePanel]) -> Path | None:
 
 
 def grouped_bars(path: Path, title: str, groups: list[str], series: dict[str, list[float]], ylabel: str) -> Path | None:
-    """One group of bars per entry of `groups`, one bar per series in each."""
+    """One group of bars per entry of `groups`, one bar per series in each; a None value (no measurement)
+    leaves its place empty and marked "n/a", never drawn as a bar of 0."""
     plt = _pyplot()
     if plt is None or not groups or not series:
         return _nothing_to_draw(path)
@@ -119,7 +120,10 @@ def grouped_bars(path: Path, title: str, groups: list[str], series: dict[str, li
     width = 0.8 / len(series)
     for i, (label, values) in enumerate(series.items()):
         xs = [g + (i - (len(series) - 1) / 2) * width for g in range(len(groups))]
-        ax.bar(xs, values, width=width, label=label)
+        ax.bar(xs, [float("nan") if v is None else v for v in values], width=width, label=label)
+        for x, v in zip(xs, values):
+            if v is None:
+                ax.annotate("n/a", (x, 0), ha="center", va="bottom", fontsize="x-small", rotation=90)
     ax.set_xticks(list(range(len(groups))), groups)
     ax.axhline(0, color="black", linewidth=0.8)
     ax.set_ylabel(ylabel)

@@ -16,9 +16,13 @@ def fmt_num(v: float | None, digits: int = 3) -> str:
         return ""
     a = abs(v)
 
-    def sig(x: float) -> str:  # `digits` significant digits, but never exponent form (999.7 -> "1,000")
-        text = f"{x:.{digits}g}"
-        return f"{x:,.0f}" if "e" in text else text
+    def sig(x: float) -> str:  # `digits` significant digits, never exponent form: 999.7 -> "1,000",
+        text = f"{x:.{digits}g}"  # 9.77e-05 -> "0.0000977" (syscalls per operation)
+        if "e" not in text:
+            return text
+        if 0 < abs(x) < 1:
+            return f"{x:.{digits - 1 - math.floor(math.log10(abs(x)))}f}".rstrip("0")
+        return f"{x:,.0f}"
 
     for div, suffix, at in ((1e9, "G", 1e9), (1e6, "M", 1e6), (1e3, "k", 1e4)):
         if a >= at:

@@ -284,15 +284,25 @@ def count_syscalls(spec: Spec, root: Path, timeout: float | None = None) -> Sysc
     with tempfile.TemporaryDirectory() as tmp:
         out_file = os.path.join(tmp, "strace.txt")
         cmd = strace_command(spec, root, out_file)
+        # strace and the workload it traces share a process group of their own: a timeout or Ctrl-C kills
+        # both (killing strace alone left the workload running, detached, through the timed runs after it)
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=clean_environ(spec.unset), start_new_session=True)
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout,
-                                  env=clean_environ(spec.unset), check=False)
-        except subprocess.TimeoutExpired:
-            return f"strace run timed out after {timeout:.0f} s"
+            stdout, stderr = proc.communicate(timeout=timeout)
+        except BaseException as e:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+            proc.communicate()
+            if isinstance(e, subprocess.TimeoutExpired):
+                return f"strace run timed out after {timeout:.0f} s"
+            raise
         shown = shlex.join(cmd).replace(out_file, "strace.txt")
-        out = parse_output(proc.stdout)
+        out = parse_output(stdout)
         if proc.returncode != 0:
-            return f"strace run failed ({_describe_status(proc.returncode)}): {proc.stderr.strip()[-300:]}"
+            return f"strace run failed ({_describe_status(proc.returncode)}): {stderr.strip()[-300:]}"
         verify(spec.allocator, out.allocator_check, shown)
         try:
             with open(out_file, encoding="utf-8", errors="replace") as f:

@@ -12,7 +12,7 @@ import os
 from lab import plots, report, stats
 from lab import workloads as wl
 from lab.runner import Run, Spec
-from lab.session import Session, add_common_options
+from lab.session import Session, UsageError, add_common_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -43,9 +43,9 @@ def parse_counts(text: str | None) -> list[int]:
     try:
         counts = sorted({int(x) for x in text.split(",") if x})
     except ValueError:
-        raise SystemExit(f"hakmem-lab: --threads wants numbers, got {text!r}") from None
+        raise UsageError(f"--threads wants numbers, got {text!r}") from None
     if not counts or counts[0] < 1:
-        raise SystemExit("hakmem-lab: --threads wants positive numbers")
+        raise UsageError("--threads wants positive numbers")
     return counts
 
 
@@ -83,12 +83,12 @@ def run_scaling(args: argparse.Namespace) -> int:
     try:
         works = wl.parse_list(args.workloads, wl.THREADED)
     except ValueError as e:
-        raise SystemExit(f"hakmem-lab: {e}") from None
+        raise UsageError(str(e)) from None
     unthreaded = [w.name for w in works if not w.threaded]
     if unthreaded:
-        raise SystemExit(f"hakmem-lab: not threaded: {', '.join(unthreaded)}")
+        raise UsageError(f"not threaded: {', '.join(unthreaded)}")
     counts = parse_counts(args.threads)
-    s = Session("scaling", args, works)
+    s = Session("scaling", args)
     runs: dict[tuple[str, str, int], list[Run]] = {}
     s.start_progress(sum(len(counts_for(w, counts)) for w in works) * args.reps * len(s.allocators))
     with s.measuring():
@@ -118,8 +118,10 @@ def run_scaling(args: argparse.Namespace) -> int:
         text = (f"### {w.name}\n\n{w.summary}. ops/s (median of {args.reps}) by threads:\n\n"
                 + report.table(["Allocator"] + [f"{n} thr" for n in wc], rows, right=range(1, len(wc) + 1)))
         if pairs:
-            text += ("\n\nParallelism degradation time(2n)/time(n)/(work(2n)/work(n)) — 1.00 is ideal, above 1 "
-                     "the doubled threads cost more than the work they added:\n\n"
+            text += ("\n\nParallelism degradation time(2n)/time(n)/(work(2n)/work(n)): while the 2n threads fit "
+                     f"the {os.cpu_count()} cores 0.50 is ideal (twice the work in the same time) and 1.00 means no "
+                     "gain at all; once n threads fill the cores 1.00 is ideal (the same time per unit of work), "
+                     "and above it the doubled threads cost more than the work they added:\n\n"
                      + report.table(["Allocator"] + pairs, deg_rows, right=range(1, len(pairs) + 1)))
         sections.append(text)
         panels.append(plots.LinePanel(w.name, series, "threads", "M ops/s"))

@@ -17,7 +17,7 @@ from pathlib import Path
 from lab import allocators as al
 from lab import machine, report, runner
 from lab.progress import Progress
-from lab.workloads import PRESETS, Workload
+from lab.workloads import PRESETS
 
 EXIT_FAILED_RUNS = 1
 EXIT_MISMATCH = 3
@@ -51,18 +51,36 @@ def find_root(given: str | None) -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def ensure_built(root: Path, workloads: list[Workload]) -> None:
-    """Build the bench programs when any is missing (make -C bench)."""
-    if all(w.binary(root).is_file() for w in workloads):
-        return
-    print(f"building the workloads: make -C {root / 'bench'}", file=sys.stderr)
-    proc = subprocess.run(["make", "-s", "-C", str(root / "bench")], capture_output=True, text=True, check=False)
-    if proc.returncode != 0:
-        raise SystemExit(f"hakmem-lab: building bench/ failed:\n{proc.stderr[-3000:]}")
+def ensure_built(root: Path) -> None:
+    """Bring hakmem's libraries (make lib) and the bench programs (make -C bench) up to date: make does
+    nothing when they are, and otherwise a report would record the checked-out commit while measuring
+    an older build."""
+    steps = [["make", "-s", "-C", str(root / "bench")]]
+    if (root / "Makefile").is_file():
+        steps.insert(0, ["make", "-s", "-C", str(root), "build/libhakmem.so", "build/libhakmem-secure.so"])
+    for step in steps:
+        if subprocess.run([*step, "-q"], capture_output=True, check=False).returncode == 0:
+            continue  # up to date
+        print(f"hakmem-lab: building: {shlex.join(step)}", file=sys.stderr)
+        proc = subprocess.run(step, capture_output=True, text=True, check=False)
+        if proc.returncode != 0:
+            raise SystemExit(f"hakmem-lab: {shlex.join(step)} failed:\n{proc.stderr[-3000:]}")
+
+
+class UsageError(Exception):
+    """A bad command line (an unknown name, a value out of range): cli.main prints it and exits 2."""
+
+
+def check_positive(args: argparse.Namespace, *names: str) -> None:
+    """Raise UsageError unless each named option, when given, is above zero."""
+    for name in names:
+        value = getattr(args, name, None)
+        if isinstance(value, (int, float)) and not value > 0:
+            raise UsageError(f"--{name.replace('_', '-')} must be above 0, got {value}")
 
 
 class Session:
-    def __init__(self, name: str, args: argparse.Namespace, workloads: list[Workload]):
+    def __init__(self, name: str, args: argparse.Namespace):
         self.name = name
         self.args = args
         self.root = find_root(args.root)
@@ -71,14 +89,15 @@ class Session:
         self.out_dir = Path(args.out) if args.out else self.root / "results" / f"{stamp}-{name}"
         self.lab_command = "python3 -m lab " + shlex.join(sys.argv[1:])
         if getattr(args, "reps", 1) < 1:
-            raise SystemExit("hakmem-lab: --reps must be at least 1")
+            raise UsageError("--reps must be at least 1")
+        check_positive(args, "timeout", "threads")
         try:
             self.discovery = al.discover(self.root, extra=tuple(args.alloc))
             names = [n for n in (args.allocs or "").split(",") if n] or None
             self.allocators = al.select(self.discovery, names, tuple(args.alloc))
         except al.AllocatorError as e:
-            raise SystemExit(f"hakmem-lab: {e}") from None
-        ensure_built(self.root, workloads)
+            raise UsageError(str(e)) from None
+        ensure_built(self.root)
         self.machine = machine.describe(self.root)
         self.commands: list[str] = []
         self.notes: list[str] = []

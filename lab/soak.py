@@ -12,7 +12,7 @@ import statistics
 from lab import plots, report, stats
 from lab import workloads as wl
 from lab.runner import Run, Spec, SyscallCount
-from lab.session import Session, add_common_options
+from lab.session import Session, UsageError, add_common_options
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -60,12 +60,12 @@ def run_soak(args: argparse.Namespace) -> int:
     try:
         w = wl.get(args.workload)
     except ValueError as e:
-        raise SystemExit(f"hakmem-lab: {e}") from None
+        raise UsageError(str(e)) from None
     if args.minutes <= 0 or args.interval <= 0:
-        raise SystemExit("hakmem-lab: --minutes and --interval must be positive")
+        raise UsageError("--minutes and --interval must be positive")
     secs = args.minutes * 60.0
     trace_secs = max(2.0, min(10.0, secs / 10))
-    s = Session("soak", args, [w])
+    s = Session("soak", args)
     strace = not args.no_strace
     t = args.threads if w.threaded else None
     flags = ["-d", f"{secs:g}", "-p", str(max(1, int(args.interval * 1000)))]

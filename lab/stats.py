@@ -96,8 +96,10 @@ def drift_percent(values: Sequence[float], window: int = 5) -> float:
 
 
 def degradation(time_n: float, time_2n: float, work_n: float, work_2n: float) -> float:
-    """time(2n) / time(n) / (work(2n) / work(n)): 1.0 = doubling the threads doubled the work done in the
-    same time per unit of work; above 1 the extra parallelism cost more than it gave."""
+    """time(2n) / time(n) / (work(2n) / work(n)): the time per unit of work after doubling the threads,
+    relative to before. 0.5 = twice the work in the same time (ideal while the threads fit the cores);
+    1.0 = the same time per unit of work (no gain; ideal once the cores are full); above 1 the extra
+    threads cost more than they gave."""
     if min(time_n, time_2n, work_n, work_2n) <= 0:
         raise ValueError("degradation needs positive times and work")
     return (time_2n / time_n) / (work_2n / work_n)

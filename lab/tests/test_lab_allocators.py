@@ -130,6 +130,39 @@ def test_strace_pass_is_checked_and_counts_calls(bench_built, root, glibc, not_a
         runner.count_syscalls(_spec(al.Allocator("fake", not_an_allocator)), root, timeout=60)
 
 
+def _processes_with(arg: str) -> list[int]:
+    """Processes whose command line has `arg` as one of its words."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/cmdline", "rb") as f:
+                    words = f.read().split(b"\0")
+            except OSError:
+                continue
+            if arg.encode() in words and b"strace" not in words[0]:
+                found.append(int(entry))
+    return found
+
+
+def test_strace_timeout_kills_the_traced_workload(bench_built, root, glibc):
+    """A strace pass that times out ends the workload too: killing strace alone left the traced program
+    running, detached, through the timed runs that followed (the review of 2026-11-24)."""
+    if runner.strace_path() is None:
+        pytest.skip("strace not installed")
+    w = wl.get("random_mixed")
+    marker = "918273645"  # the seed: names this run's process
+    res = runner.count_syscalls(runner.Spec(w, glibc, ["4000M", "8192", marker]), root, timeout=1.5)
+    assert isinstance(res, str) and "timed out" in res, res
+    deadline = time.monotonic() + 5
+    while _processes_with(marker) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    left = _processes_with(marker)
+    for pid in left:
+        os.kill(pid, 9)
+    assert not left, f"the traced workload outlived the timeout: pids {left}"
+
+
 def _exited_children() -> list[int]:
     """Our children that have exited and wait to be reaped."""
     found = []

@@ -94,7 +94,32 @@ def test_mismatched_allocator_aborts_loudly(bench_built, root, tmp_path, not_an_
 
 def test_missing_named_allocator_is_a_usage_error(root, tmp_path):
     res = run_lab(root, "quick", "--allocs", "nosuch", "--out", str(tmp_path / "x"))
-    assert res.returncode != 0 and "unknown allocator 'nosuch'" in res.stderr
+    assert res.returncode == 2 and "unknown allocator 'nosuch'" in res.stderr
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--allocs", "glibc,glibc"], "--allocs names glibc more than once"),
+    (["--allocs", "glibc", "--timeout", "-1"], "--timeout must be above 0"),
+    (["--allocs", "glibc", "--threads", "0"], "--threads must be above 0"),
+    (["--allocs", "glibc", "--reps", "0"], "--reps must be at least 1"),
+    (["--allocs", "glibc", "--workloads", "nosuch"], "nosuch"),
+])
+def test_bad_options_are_usage_errors(root, tmp_path, args, message):
+    """Exit status 2 and one line, before anything runs. A repeated allocator used to be run twice under
+    one key (its rounds no longer lined up and a slower allocator ranked first); a timeout or thread count
+    of 0 turned every run into a failure (the review of 2026-11-24)."""
+    workloads = [] if "--workloads" in args else ["--workloads", "random_mixed"]
+    res = run_lab(root, "quick", *args, *workloads, "--out", str(tmp_path / "x"))
+    assert res.returncode == 2, res.stderr
+    assert message in res.stderr
+    assert not (tmp_path / "x").exists()
+
+
+def test_a_repeated_alloc_name_is_a_usage_error(root, tmp_path, glibc):
+    lib = "/lib/x86_64-linux-gnu/libc.so.6"
+    res = run_lab(root, "quick", "--alloc", f"x={lib}", "--alloc", f"x={lib}", "--allocs", "glibc",
+                  "--out", str(tmp_path / "x"))
+    assert res.returncode == 2 and "--alloc names x more than once" in res.stderr
 
 
 def test_scaling_reports_degradation(bench_built, root, tmp_path, glibc):
@@ -104,8 +129,11 @@ def test_scaling_reports_degradation(bench_built, root, tmp_path, glibc):
     assert res.returncode == 0, res.stderr
     text = (out_dir / "report.md").read_text()
     assert "| Allocator | 1 thr | 2 thr |" in text and "| Allocator | 1->2 |" in text
-    deg = json.loads((out_dir / "data.json").read_text())["summary"]["results"]["larson/glibc"]["degradation"]
-    assert deg["1->2"] > 0
+    result = json.loads((out_dir / "data.json").read_text())["summary"]["results"]["larson/glibc"]
+    one, two = result["points"]["1"], result["points"]["2"]
+    expected = (two["seconds"] / one["seconds"]) / (two["ops"] / one["ops"])
+    assert result["degradation"]["1->2"] == pytest.approx(expected)
+    assert "0.50 is ideal" in text  # the time per unit of work halves when twice the threads fit the cores
     if plots.available():
         assert _is_png(out_dir / "scaling.png")
 
@@ -150,7 +178,10 @@ def test_soak_samples_rss_and_throughput(bench_built, root, tmp_path):
     figures = json.loads((out_dir / "data.json").read_text())["summary"]["figures"]["glibc"]
     assert figures["samples"] >= 4 and figures["rss_samples"] >= 4
     assert figures["rss_peak_kb"] >= figures["rss_last_kb"] > 0
-    assert figures["tput_mean"] > 0 and figures["tput_cv_pct"] >= 0
+    tput = [p["ops_per_sec"] for p in json.loads((out_dir / "data.json").read_text())["runs"][0]["progress"]]
+    mean = sum(tput) / len(tput)
+    cv = 100 * (sum((x - mean) ** 2 for x in tput) / (len(tput) - 1)) ** 0.5 / mean
+    assert figures["tput_mean"] == pytest.approx(mean) and figures["tput_cv_pct"] == pytest.approx(cv)
     assert "RSS drift" in (out_dir / "report.md").read_text()
     if plots.available():
         assert _is_png(out_dir / "soak.png")
@@ -210,3 +241,14 @@ def test_ab_refuses_repeated_values(root, tmp_path):
     assert res.returncode != 0
     assert "--values lists 1 more than once" in res.stderr
     assert not (tmp_path / "ab").exists()
+
+
+def test_rounds_rotate_the_allocators(bench_built, root, tmp_path, hakmem, glibc):
+    """Each round starts one allocator later, so no allocator always runs right after the same other (the
+    review of 2026-11-24 found the order fixed: any after-effect of a run biased one side)."""
+    out_dir = tmp_path / "rot"
+    res = run_lab(root, "quick", "--allocs", "hakmem,glibc", "--workloads", "pair", "--size", "tiny", "--reps", "3",
+                  "--no-strace", "--no-latency", "--no-progress", "--out", str(out_dir))
+    assert res.returncode == 0, res.stderr
+    order = [r["allocator"] for r in json.loads((out_dir / "data.json").read_text())["runs"]]
+    assert order == ["hakmem", "glibc", "glibc", "hakmem", "hakmem", "glibc"]

@@ -139,13 +139,13 @@ def test_paired_command_reads_a_reports_data(tmp_path, capsys):
     assert "| pair | tcmalloc | 7 |" in out and "| ahead |" in out
     assert cli.main(["paired", str(tmp_path / "data.json"), "--subject", "glibc"]) == 0
     assert "| pair | hakmem | 7 |" in capsys.readouterr().out
-    with pytest.raises(SystemExit, match="not among the allocators"):
-        cli.main(["paired", str(tmp_path), "--subject", "nope"])
-    with pytest.raises(SystemExit, match="not a compare's data.json"):
-        cli.main(["paired", str(tmp_path / "missing.json")])
+    assert cli.main(["paired", str(tmp_path), "--subject", "nope"]) == 2
+    assert "not among the allocators" in capsys.readouterr().err
+    assert cli.main(["paired", str(tmp_path / "missing.json")]) == 2
+    assert "not a compare's data.json" in capsys.readouterr().err
     (tmp_path / "scaling.json").write_text(json.dumps({**data, "experiment": "scaling"}))
-    with pytest.raises(SystemExit, match="scaling experiment"):
-        cli.main(["paired", str(tmp_path / "scaling.json")])
+    assert cli.main(["paired", str(tmp_path / "scaling.json")]) == 2
+    assert "scaling experiment" in capsys.readouterr().err
 
 
 def test_fmt_num_thousands_suffix():
@@ -177,7 +177,18 @@ def test_fmt_num_never_prints_an_exponent():
     assert fmt_num(999_600_000.0) == "1,000M"
     assert fmt_num(999.4) == "999"
     assert fmt_num(9_999.0) == "9,999"
-    assert not [x for x in (999.5, 999_999.0, 999_999_999.0, 0.00099999) if "e+" in fmt_num(x)]
+    assert not [x for x in (999.5, 999_999.0, 999_999_999.0, 0.00099999, 9.77e-05, 1.1e-08) if "e" in fmt_num(x)]
+
+
+def test_fmt_num_keeps_small_values():
+    """System calls per operation are far below 1e-4: they used to print as "0" next to totals of 20-49
+    calls (the review of 2026-11-24)."""
+    from lab.report import fmt_num
+    assert fmt_num(9.77e-05) == "0.0000977"
+    assert fmt_num(1.1e-08) == "0.000000011"
+    assert fmt_num(0.000112) == "0.000112"
+    assert fmt_num(-3e-06) == "-0.000003"
+    assert fmt_num(0.0) == "0"
 
 
 def test_geomeans_rank_only_allocators_measured_everywhere():
@@ -222,3 +233,28 @@ def test_prodcons_scaling_starts_at_two_threads():
     from lab import scaling
     assert scaling.counts_for(wl.get("prodcons"), [1, 2, 3, 4]) == [2, 3, 4]
     assert scaling.counts_for(wl.get("larson"), [1, 2, 3, 4]) == [1, 2, 3, 4]
+
+
+def test_tables_say_how_many_runs_each_median_has():
+    """'Median of 6 runs' was printed even when runs had failed."""
+    from lab.compare import runs_phrase
+    rows = [{"failed": False, "runs": 6}, {"failed": False, "runs": 4}, {"failed": True}]
+    assert runs_phrase(rows, 6) == "Median of 4-6 of 6 interleaved runs (the others failed or were interrupted)"
+    assert runs_phrase(rows[:1], 6) == "Median of 6 interleaved runs"
+
+
+def test_geomean_plot_marks_incomplete_allocators():
+    """The geomean figure drew an allocator that failed a workload like a ranked one."""
+    from lab.compare import geomean_label
+    assert geomean_label({"allocator": "a", "complete": True, "workloads": 3, "of": 3}) == "a"
+    assert geomean_label({"allocator": "b", "complete": False, "workloads": 2, "of": 3}) == "b (incomplete, 2 of 3)"
+
+
+def test_grouped_bars_leave_missing_values_empty(tmp_path):
+    """ab drew a value whose runs failed as a bar of 0 %, which reads as 'same as the baseline'."""
+    from lab import plots
+    if not plots.available():
+        pytest.skip("matplotlib not installed")
+    path = plots.grouped_bars(tmp_path / "ab.png", "t", ["64 B", "256 B"], {"8": [None, 3.0], "64": [-2.0, None]},
+                              "% faster than baseline")
+    assert path is not None and path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
