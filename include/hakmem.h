@@ -49,6 +49,10 @@ void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 /** Allocate with `alignment` (a power of two). NULL with errno = EINVAL for a bad alignment; alignments up
  *  to 4 MiB and beyond are supported. Unlike C11, any size is accepted. */
 void *hak_aligned_alloc(size_t alignment, size_t size);
+/** calloc with `alignment` (a power of two): `count * size` zeroed bytes aligned as hak_aligned_alloc's.
+ *  NULL with errno = EINVAL for a bad alignment, ENOMEM when the product overflows or memory runs out.
+ *  Memory fresh from the OS is not written (a large request stays uncommitted until used). */
+void *hak_aligned_calloc(size_t alignment, size_t count, size_t size);
 /** POSIX: store an allocation aligned to `alignment` (a power of two multiple of sizeof(void*)) in *out.
  *  Returns 0, EINVAL for a bad alignment or ENOMEM; *out is untouched on every error. */
 int hak_posix_memalign(void **out, size_t alignment, size_t size);
@@ -200,8 +204,9 @@ int hak_region_alloc(size_t bytes, struct hak_region *out);
 /** Give a region back. Returns 0, or EINVAL if `region` is not a live region (already freed, never
  *  allocated, or its fields were changed); nothing is freed then. */
 int hak_region_free(struct hak_region *region);
-/** Ask the OS to read in [offset, offset + len) of the region ahead of use (MADV_WILLNEED). Returns 0, or
- *  EINVAL when the range does not lie inside the region or the region is not live. */
+/** Ask the OS to read in [offset, offset + len) of the region ahead of use (MADV_WILLNEED). Returns 0,
+ *  EINVAL when the range does not lie inside the region or the region is not live, or the errno of a
+ *  madvise the kernel refused (e.g. EAGAIN; the region is unchanged, only the hint is lost). */
 int hak_region_prefetch(const struct hak_region *region, size_t offset, size_t len);
 
 /** Configuration of the region allocator; get the current one with hak_region_get_config. */

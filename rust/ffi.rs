@@ -66,6 +66,7 @@ extern "C" {
     pub fn hak_free_sized(ptr: *mut c_void, size: usize);
     pub fn hak_free_aligned_sized(ptr: *mut c_void, alignment: usize, size: usize);
     pub fn hak_aligned_alloc(alignment: usize, size: usize) -> *mut c_void;
+    pub fn hak_aligned_calloc(alignment: usize, count: usize, size: usize) -> *mut c_void;
     pub fn hak_usable_size(ptr: *const c_void) -> usize;
     pub fn hak_stats_get_sized(out: *mut HakStats, size: usize) -> i32;
 

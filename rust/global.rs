@@ -1,5 +1,5 @@
 //! global.rs — `HakMem`, the `GlobalAlloc` backed by hak_malloc / hak_aligned_alloc / hak_calloc /
-//! hak_realloc and the sized frees.
+//! hak_aligned_calloc / hak_realloc and the sized frees.
 use core::alloc::{GlobalAlloc, Layout};
 use core::ffi::c_void;
 use core::ptr;
@@ -44,11 +44,8 @@ unsafe impl GlobalAlloc for HakMem {
         if malloc_aligned(layout) {
             return ffi::hak_calloc(1, layout.size()) as *mut u8;
         }
-        let p = ffi::hak_aligned_alloc(layout.align(), layout.size()) as *mut u8;
-        if !p.is_null() {
-            ptr::write_bytes(p, 0, layout.size());
-        }
-        p
+        // hakmem zeroes what needs it: a fresh mapping is left alone (writing it committed every page)
+        ffi::hak_aligned_calloc(layout.align(), 1, layout.size()) as *mut u8
     }
 
     #[inline]

@@ -88,7 +88,7 @@ fn check(code: i32) -> Result<(), AllocError> {
 /// The handle can be sent to and shared with other threads, but not cloned, so a region is freed exactly
 /// once. Pointers into the region must not be used after the handle is dropped.
 ///
-/// ```compile_fail
+/// ```compile_fail,E0599
 /// let (_, _, handle) = hakmem::region::allocate::<u8>(1).unwrap();
 /// let twice = handle.clone(); // a Handle cannot be cloned
 /// ```
@@ -119,7 +119,8 @@ impl Handle {
 
     /// Ask the OS to read the byte range `range` of the region in ahead of use (MADV_WILLNEED on the pages
     /// covering it). An empty range inside the region does nothing; a range reaching outside the region
-    /// is [`AllocError::InvalidArgument`].
+    /// is [`AllocError::InvalidArgument`]; a hint the kernel refused is [`AllocError::Os`] with its errno
+    /// (the region is unchanged).
     pub fn prefetch(&self, range: Range<usize>) -> Result<(), AllocError> {
         if range.start > range.end {
             return Err(AllocError::InvalidArgument);
@@ -150,8 +151,11 @@ impl fmt::Debug for Handle {
 /// Allocate a region for at least `capacity` values of `T`.
 ///
 /// Returns the start of the region, the number of `T` it can hold (the class size divided by
-/// `size_of::<T>()`, so at least `capacity`), and the [`Handle`] that frees it when dropped. The memory is
-/// not initialized: it is zero when fresh from the OS but may hold old contents of a recycled region.
+/// `size_of::<T>()`, so at least `capacity`), and the [`Handle`] that frees it when dropped. The bytes are
+/// initialized but their values unspecified: zero when fresh from the OS or released to it, otherwise the
+/// old contents of a recycled region. A slice over the region is therefore sound for types every bit
+/// pattern is valid for (integers, floats, arrays of them); values of other types must be written (with
+/// `ptr::write`) before they are read.
 ///
 /// ```
 /// let (ptr, cap, handle) = hakmem::region::allocate::<[u8; 4096]>(3).unwrap();

@@ -7,15 +7,19 @@
 /* Allocation with alignment `align` (a power of two). Small and medium requests with alignments up to
  * 64 KiB use the smallest class whose block size is a multiple of the alignment: pages start on 64 KiB
  * boundaries, so every block of such a class is aligned. */
-static void *alloc_aligned(size_t align, size_t size) {
-  if (align <= 16) return hak_malloc_inline(size);
+static void *alloc_aligned(size_t align, size_t size, bool zero) {
+  if (align <= 16) return zero ? hak_calloc(1, size) : hak_malloc_inline(size);
   if (align <= HAK_LARGE_ALIGN_MAX && size <= HAK_MEDIUM_MAX - HAK_CANARY_SIZE) {
     size_t want = size + HAK_CANARY_SIZE;
     unsigned cls = hak_size_class(want < align ? align : want);
     while (cls < HAK_CLASS_COUNT && hak_class_size(cls) % align != 0) cls++;
-    if (cls < HAK_CLASS_COUNT) return hak_alloc_inline(hak_class_size(cls));
+    if (cls < HAK_CLASS_COUNT) {
+      void *p = hak_alloc_inline(hak_class_size(cls));
+      if (zero && p != NULL) memset(p, 0, size);
+      return p;
+    }
   }
-  return hak_large_alloc(size, align, false);
+  return hak_large_alloc(size, align, zero); /* zero: a fresh mapping is not written */
 }
 
 static bool valid_alignment(size_t align) { return align != 0 && (align & (align - 1)) == 0; }
@@ -120,13 +124,26 @@ HAK_API void *hak_aligned_alloc(size_t alignment, size_t size) {
     errno = EINVAL;
     return NULL;
   }
-  return alloc_aligned(alignment, size);
+  return alloc_aligned(alignment, size, false);
+}
+
+HAK_API void *hak_aligned_calloc(size_t alignment, size_t count, size_t size) {
+  size_t total;
+  if (!valid_alignment(alignment)) {
+    errno = EINVAL;
+    return NULL;
+  }
+  if (__builtin_mul_overflow(count, size, &total)) {
+    errno = ENOMEM;
+    return NULL;
+  }
+  return alloc_aligned(alignment, total, true);
 }
 
 HAK_API int hak_posix_memalign(void **out, size_t alignment, size_t size) {
   if (!valid_alignment(alignment) || alignment % sizeof(void *) != 0) return EINVAL;
   int saved = errno;
-  void *p = alloc_aligned(alignment, size);
+  void *p = alloc_aligned(alignment, size, false);
   if (p == NULL) {
     errno = saved;
     return ENOMEM;
@@ -146,10 +163,10 @@ HAK_API void *hak_memalign(size_t alignment, size_t size) {
   }
   size_t a = 16;
   while (a < alignment) a <<= 1; /* glibc raises a non-power-of-two alignment to the next power */
-  return alloc_aligned(a, size);
+  return alloc_aligned(a, size, false);
 }
 
-HAK_API void *hak_valloc(size_t size) { return alloc_aligned(HAK_OS_PAGE, size); }
+HAK_API void *hak_valloc(size_t size) { return alloc_aligned(HAK_OS_PAGE, size, false); }
 
 HAK_API void *hak_pvalloc(size_t size) {
   size_t rounded = (size + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1);
@@ -157,7 +174,7 @@ HAK_API void *hak_pvalloc(size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  return alloc_aligned(HAK_OS_PAGE, rounded ? rounded : HAK_OS_PAGE);
+  return alloc_aligned(HAK_OS_PAGE, rounded ? rounded : HAK_OS_PAGE, false);
 }
 
 HAK_API void hak_collect(bool force) {

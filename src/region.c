@@ -509,8 +509,7 @@ API int hak_region_prefetch(const struct hak_region *region, size_t offset, size
   if (len == 0) return 0;
   uintptr_t start = ((uintptr_t)region->ptr + offset) & ~(uintptr_t)(HAK_OS_PAGE - 1);
   uintptr_t end = ((uintptr_t)region->ptr + offset + len + HAK_OS_PAGE - 1) & ~(uintptr_t)(HAK_OS_PAGE - 1);
-  hak_os_advise((void *)start, (size_t)(end - start), MADV_WILLNEED);
-  return 0;
+  return hak_os_advise((void *)start, (size_t)(end - start), MADV_WILLNEED);
 }
 
 /* ---- Configuration and statistics ------------------------------------------------------------------ */

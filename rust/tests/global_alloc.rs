@@ -129,3 +129,42 @@ fn threads_allocate_and_free_each_others_memory() {
     assert_eq!(seen.len(), 4);
     assert!(seen.values().all(|&n| n == 50 * 64));
 }
+
+/// Resident memory of this process, in bytes (second field of /proc/self/statm, in pages).
+fn resident_bytes() -> usize {
+    let statm = std::fs::read_to_string("/proc/self/statm").expect("read /proc/self/statm");
+    let pages: usize = statm.split_whitespace().nth(1).unwrap().parse().unwrap();
+    pages * 4096
+}
+
+#[test]
+fn zeroed_over_aligned_memory_is_not_written() {
+    // alloc_zeroed of 256 MiB aligned to 64 (what `vec![0; n]` of such a type asks for): hakmem's fresh
+    // mapping is zero already. The crate used to write zeros over all of it, committing every page (256
+    // MiB resident, 0.6 s).
+    let big = std::alloc::Layout::from_size_align(256 << 20, 64).unwrap();
+    let before = resident_bytes();
+    // SAFETY: non-zero sizes; every block is freed with its layout.
+    unsafe {
+        let p = std::alloc::alloc_zeroed(big);
+        let grown = resident_bytes().saturating_sub(before);
+        assert!(!p.is_null() && p as usize % 64 == 0);
+        assert!((0..big.size()).step_by(1 << 20).all(|i| *p.add(i) == 0));
+        assert!(
+            grown < 64 << 20,
+            "a zeroed 256 MiB block made {} MiB resident",
+            grown >> 20
+        );
+        std::alloc::dealloc(p, big);
+        // A reused block is zeroed for real.
+        let layout = std::alloc::Layout::from_size_align(100_000, 256).unwrap();
+        let q = std::alloc::alloc(layout);
+        assert!(!q.is_null());
+        std::ptr::write_bytes(q, 0xAB, layout.size());
+        std::alloc::dealloc(q, layout);
+        let z = std::alloc::alloc_zeroed(layout);
+        assert!(!z.is_null() && z as usize % 256 == 0);
+        assert!((0..layout.size()).all(|i| *z.add(i) == 0));
+        std::alloc::dealloc(z, layout);
+    }
+}

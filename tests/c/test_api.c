@@ -612,6 +612,42 @@ static void run_api(const struct api *a, const struct api *std) {
 
 #define LOOKUP(name) dlsym(RTLD_DEFAULT, name)
 
+/* hak_aligned_calloc: zero after reuse at every alignment and tier, count * size, bad alignments and an
+ * overflowing product. (Its fresh large blocks stay uncommitted: rust/tests/global_alloc.rs.) */
+static void check_aligned_calloc(void *(*aligned_calloc)(size_t, size_t, size_t), void *(*aligned_alloc)(size_t, size_t),
+                                 void (*free_fn)(void *)) {
+  static const size_t aligns[] = {16, 64, 4096, 64 * KiB, 2 * MiB};
+  static const size_t sizes[] = {1, 100, 5000, 300 * KiB, 3 * MiB};
+  for (size_t i = 0; i < sizeof aligns / sizeof aligns[0]; i++) {
+    for (size_t j = 0; j < sizeof sizes / sizeof sizes[0]; j++) {
+      size_t al = aligns[i], n = sizes[j];
+      unsigned char *dirty = aligned_alloc(al, hide(n));
+      REQUIRE(dirty != NULL, "hak_aligned_alloc(%zu, %zu) returned NULL", al, n);
+      memset(dirty, 0xAB, n);
+      free_fn(dirty);
+      unsigned char *p = aligned_calloc(al, hide(1), hide(n));
+      REQUIRE(p != NULL, "hak_aligned_calloc(%zu, 1, %zu) returned NULL", al, n);
+      CHECK((uintptr_t)p % al == 0, "hak_aligned_calloc(%zu, 1, %zu) = %p: misaligned", al, n, (void *)p);
+      size_t bad = first_not(p, n, 0);
+      CHECK(bad == (size_t)-1, "hak_aligned_calloc(%zu, 1, %zu): byte %zu is not zero", al, n, bad);
+      free_fn(p);
+    }
+  }
+  unsigned char *p = aligned_calloc(64, hide(10), hide(100));
+  REQUIRE(p != NULL, "hak_aligned_calloc(64, 10, 100) returned NULL");
+  CHECK(first_not(p, 1000, 0) == (size_t)-1, "hak_aligned_calloc(64, 10, 100) is not zero");
+  free_fn(p);
+  static const size_t bad_aligns[] = {0, 3, 48};
+  for (size_t i = 0; i < sizeof bad_aligns / sizeof bad_aligns[0]; i++) {
+    errno = 0;
+    CHECK(aligned_calloc(bad_aligns[i], 1, 8) == NULL && errno == EINVAL,
+          "hak_aligned_calloc(%zu, 1, 8): want NULL with EINVAL, errno %d", bad_aligns[i], errno);
+  }
+  errno = 0;
+  CHECK(aligned_calloc(64, hide(SIZE_MAX / 2), hide(3)) == NULL && errno == ENOMEM,
+        "hak_aligned_calloc with an overflowing product: want NULL with ENOMEM, errno %d", errno);
+}
+
 int main(void) {
   setvbuf(stdout, NULL, _IOLBF, 0);
   int hakmem = tc_hakmem_active();
@@ -657,6 +693,11 @@ int main(void) {
     for (size_t i = 0; i < (sizeof hak - offsetof(struct api, malloc)) / sizeof(void *); i++)
       REQUIRE(fns[i] != NULL, "hak_* function #%zu of struct api is not exported by libhakmem", i);
     run_api(&hak, &std);
+    void *(*aligned_calloc)(size_t, size_t, size_t);
+    *(void **)&aligned_calloc = LOOKUP("hak_aligned_calloc");
+    REQUIRE(aligned_calloc != NULL, "hak_aligned_calloc is not exported by libhakmem");
+    printf("== [hak] hak_aligned_calloc\n");
+    check_aligned_calloc(aligned_calloc, hak.aligned_alloc, hak.free);
   } else {
     printf("== hak_* functions not present (not running on hakmem): skipped\n");
   }
