@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 4
+#define HAKMEM_VERSION_MINOR 5
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -49,7 +49,8 @@ void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
 /** Allocate with `alignment` (a power of two). NULL with errno = EINVAL for a bad alignment; alignments up
  *  to 4 MiB and beyond are supported. Unlike C11, any size is accepted. */
 void *hak_aligned_alloc(size_t alignment, size_t size);
-/** calloc with `alignment` (a power of two): `count * size` zeroed bytes aligned as hak_aligned_alloc's.
+/** calloc with `alignment` (a power of two; since 0.5.0): `count * size` zeroed bytes aligned as
+ *  hak_aligned_alloc's.
  *  NULL with errno = EINVAL for a bad alignment, ENOMEM when the product overflows or memory runs out.
  *  Memory fresh from the OS is not written (a large request stays uncommitted until used). */
 void *hak_aligned_calloc(size_t alignment, size_t count, size_t size);

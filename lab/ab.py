@@ -110,7 +110,8 @@ def run_ab(args: argparse.Namespace) -> int:
             row += [report.fmt_num(m["metric"]), report.fmt_pct(m["delta_pct"])] if m else ["", ""]
         matrix.append(row)
     sections = [f"## {args.env} on {s.allocators[0].name}, workload {w.name}\n\n"
-                f"Median of {args.reps} interleaved runs; vs baseline: positive = faster.\n\n"
+                f"{report.runs_phrase([m['runs'] for m in med.values()], args.reps)}; vs baseline: positive = "
+                "faster.\n\n"
                 + report.table(matrix_head, matrix, right=range(1, len(matrix_head)))]
     best_lines = []
     for sz in sizes:

@@ -1,6 +1,5 @@
 """compare.py — the `compare` and `quick` sub-commands: every workload under every allocator, repeated and
-interleaved, each round starting one allocator later (A B C D, B C D A, ...: no allocator always runs
-after the same other), then one latency pass (-l) and one strace pass per pair, never timed.
+interleaved in rounds whose orders form a balanced Latin square (round_order), then one latency pass (-l) and one strace pass per pair, never timed.
 Per workload a ranked table (rank, allocator, figure with min–max, vs best, times, page faults, peak RSS,
 system calls per operation, latency percentiles), then each allocator's geometric-mean ratio to the best,
 hakmem against each workload's best other allocator round by round (median ratio, confidence interval,
@@ -55,6 +54,23 @@ class Measurements:
         self.syscalls: dict[tuple[str, str], SyscallCount | str] = {}
 
 
+def round_order(n: int, i: int) -> list[int]:
+    """The order of n allocators in round i: the rows of a balanced Latin square (Williams design), so
+    that over n rounds (2n when n is odd) each allocator runs in each position, and right after each
+    other allocator, equally often: an after-effect of one run (a warm cache, a busy page allocator)
+    falls on every allocator alike. Row 0 is 0, 1, n-1, 2, n-2, ...; row i adds i (mod n); odd n also
+    uses the rows reversed."""
+    first, lo, hi = [0], 1, n - 1
+    while len(first) < n:
+        first.append(lo)
+        lo += 1
+        if len(first) < n:
+            first.append(hi)
+            hi -= 1
+    row = [(x + i) % n for x in first]
+    return row[::-1] if n % 2 and (i // n) % 2 else row
+
+
 def measure(s: Session, works: list[wl.Workload], threads: int | None, strace: bool, latency: bool) -> Measurements:
     m = Measurements()
     passes = s.args.reps + int(latency) + int(strace)
@@ -64,8 +80,8 @@ def measure(s: Session, works: list[wl.Workload], threads: int | None, strace: b
             t = threads if w.threaded else None
             args = w.args(s.args.size)
             for i in range(s.args.reps):
-                k = i % len(s.allocators)
-                for a in s.allocators[k:] + s.allocators[:k]:
+                for k in round_order(len(s.allocators), i):
+                    a = s.allocators[k]
                     m.timed.setdefault((w.name, a.name), []).append(s.run(Spec(w, a, args, threads=t)))
             if latency:
                 for a in s.allocators:
@@ -226,15 +242,6 @@ def geomean_table(g: list[dict], markdown: bool = True) -> str:
     return report.table(headers, body) if markdown else report.text_table(headers, body)
 
 
-def runs_phrase(rows: list[dict], reps: int) -> str:
-    """What each figure is the median of: `reps` runs, or fewer where runs failed or were interrupted."""
-    counts = sorted({r["runs"] for r in rows if not r["failed"]})
-    if not counts or counts == [reps]:
-        return f"Median of {reps} interleaved runs"
-    span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    return f"Median of {span} of {reps} interleaved runs (the others failed or were interrupted)"
-
-
 def sized_table(rows: list[dict]) -> str:
     sizes = sorted({sz for r in rows if not r["failed"] for sz in r["sized"]})
     body = [[r["allocator"]] + [report.fmt_num(r["sized"].get(sz)) for sz in sizes] for r in rows if not r["failed"]]
@@ -262,8 +269,9 @@ def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]]
     for w in works:
         if w.name not in tables or not w.ranked:
             continue
+        counts = [r["runs"] for r in tables[w.name] if not r["failed"]]
         text = (f"### {w.name} — {w.unit}, {'higher' if w.higher_is_better else 'lower'} is better\n\n"
-                f"{w.summary}. {runs_phrase(tables[w.name], s.args.reps)}; vs best in time terms; peak RSS is the "
+                f"{w.summary}. {report.runs_phrase(counts, s.args.reps)}; vs best in time terms; peak RSS is the "
                 f"largest of the runs; syscalls/op and latency come from separate untimed passes.\n\n"
                 + workload_table(w, tables[w.name]))
         if w.sized_results:

@@ -343,13 +343,18 @@ def write_report(out_dir: Path, args: argparse.Namespace, res: Resources | None,
 
 # ---- the sub-command -------------------------------------------------------------------------------------
 
+def bad_values(args: argparse.Namespace) -> str | None:
+    """What is wrong with the numeric options, or None. (A timeout of 0 used to set up swap and the cgroup
+    and then fail every run; a negative allowance made limits of 0 MiB.)"""
+    for name, least in (("timeout", 0), ("seconds", 0), ("ops", 0), ("batch", 0), ("ahead", -1),
+                        ("allowance_mib", -1), ("paging_ratio", -1), ("swap_mib", 0)):
+        value = getattr(args, name)
+        if value is not None and not value > least:
+            return f"--{name.replace('_', '-')} must be {'above 0' if least == 0 else 'at least 0'}, got {value}"
+    return None
+
+
 def run_paging(args: argparse.Namespace) -> int:
-    missing = missing_requirements()
-    if missing:
-        print("hakmem-lab paging cannot run here; missing:", file=sys.stderr)
-        for m in missing:
-            print(f"  - {m}", file=sys.stderr)
-        return EXIT_MISSING
     try:
         ratios = sorted({int(r) for r in args.ratios.split(",") if r.strip()})
     except ValueError:
@@ -357,6 +362,16 @@ def run_paging(args: argparse.Namespace) -> int:
         return EXIT_MISSING
     if not ratios or min(ratios) < 1 or args.total_mib < 16:
         print("hakmem-lab paging: ratios must be >= 1 and --total-mib >= 16", file=sys.stderr)
+        return EXIT_MISSING
+    bad = bad_values(args)
+    if bad:
+        print(f"hakmem-lab paging: {bad}", file=sys.stderr)
+        return EXIT_MISSING
+    missing = missing_requirements()
+    if missing:
+        print("hakmem-lab paging cannot run here; missing:", file=sys.stderr)
+        for m in missing:
+            print(f"  - {m}", file=sys.stderr)
         return EXIT_MISSING
     root = Path(args.root).resolve() if args.root else Path(__file__).resolve().parents[1]
     out_dir = Path(args.out) if args.out else root / "results" / f"{dt.date.today().isoformat()}-paging"

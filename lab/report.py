@@ -32,6 +32,16 @@ def fmt_num(v: float | None, digits: int = 3) -> str:
     return sig(v)
 
 
+def runs_phrase(counts: Sequence[int], reps: int) -> str:
+    """What a table's figures are medians of, given each figure's number of runs: `reps` interleaved runs,
+    or fewer where runs failed or were interrupted."""
+    counts = sorted(set(counts))
+    if not counts or counts == [reps]:
+        return f"Median of {reps} interleaved runs"
+    span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
+    return f"Median of {span} of {reps} interleaved runs (the others failed or were interrupted)"
+
+
 def fmt_int(v: float | None) -> str:
     return "" if v is None else f"{int(round(v)):,}"
 

@@ -115,7 +115,9 @@ def run_scaling(args: argparse.Namespace) -> int:
             deg_rows.append([a.name] + [f"{deg[p]:.3f}" if p in deg else "" for p in pairs])
             data[f"{w.name}/{a.name}"] = {
                 "points": {n: summary.get((w.name, a.name, n)) for n in wc}, "degradation": deg}
-        text = (f"### {w.name}\n\n{w.summary}. ops/s (median of {args.reps}) by threads:\n\n"
+        counts_here = [c["runs"] for a in s.allocators for n in wc if (c := summary.get((w.name, a.name, n)))]
+        text = (f"### {w.name}\n\n{w.summary}. ops/s by threads, each the "
+                f"{report.runs_phrase(counts_here, args.reps).replace('Median', 'median', 1)}:\n\n"
                 + report.table(["Allocator"] + [f"{n} thr" for n in wc], rows, right=range(1, len(wc) + 1)))
         if pairs:
             text += ("\n\nParallelism degradation time(2n)/time(n)/(work(2n)/work(n)): while the 2n threads fit "

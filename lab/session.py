@@ -17,7 +17,7 @@ from pathlib import Path
 from lab import allocators as al
 from lab import machine, report, runner
 from lab.progress import Progress
-from lab.workloads import PRESETS
+from lab.workloads import PRESETS, WORKLOADS
 
 EXIT_FAILED_RUNS = 1
 EXIT_MISMATCH = 3
@@ -51,20 +51,35 @@ def find_root(given: str | None) -> Path:
     return Path(__file__).resolve().parents[1]
 
 
-def ensure_built(root: Path) -> None:
-    """Bring hakmem's libraries (make lib) and the bench programs (make -C bench) up to date: make does
-    nothing when they are, and otherwise a report would record the checked-out commit while measuring
-    an older build."""
-    steps = [["make", "-s", "-C", str(root / "bench")]]
-    if (root / "Makefile").is_file():
-        steps.insert(0, ["make", "-s", "-C", str(root), "build/libhakmem.so", "build/libhakmem-secure.so"])
+def ensure_built(root: Path, libraries: bool) -> list[str]:
+    """Bring the bench programs (make -C bench) and, when `libraries`, hakmem's two libraries up to date,
+    so that a report does not record the checked-out commit while measuring an older build; make does
+    nothing when they are. Where make is missing or fails, the builds already there are measured and
+    the returned warning (also printed) goes into the report; missing bench programs stop the lab."""
+    steps = []
+    if libraries and (root / "Makefile").is_file():
+        steps.append(["make", "-s", "-C", str(root), "build/libhakmem.so", "build/libhakmem-secure.so"])
+    if (root / "bench" / "Makefile").is_file():
+        steps.append(["make", "-s", "-C", str(root / "bench")])
+    warnings = []
     for step in steps:
-        if subprocess.run([*step, "-q"], capture_output=True, check=False).returncode == 0:
-            continue  # up to date
-        print(f"hakmem-lab: building: {shlex.join(step)}", file=sys.stderr)
-        proc = subprocess.run(step, capture_output=True, text=True, check=False)
-        if proc.returncode != 0:
-            raise SystemExit(f"hakmem-lab: {shlex.join(step)} failed:\n{proc.stderr[-3000:]}")
+        try:
+            if subprocess.run([*step, "-q"], capture_output=True, check=False).returncode == 0:
+                continue  # up to date
+            print(f"hakmem-lab: building: {shlex.join(step)}", file=sys.stderr)
+            proc = subprocess.run(step, capture_output=True, text=True, check=False)
+            if proc.returncode == 0:
+                continue
+            why = f"`{shlex.join(step)}` failed: {proc.stderr.strip()[-500:]}"
+        except OSError as e:
+            why = f"cannot run make: {e.strerror}"
+        warnings.append(f"{why}; the builds already in build/ are measured and may be older than the code")
+        print(f"hakmem-lab: {warnings[-1]}", file=sys.stderr)
+    missing = [w.name for w in WORKLOADS.values() if not w.binary(root).is_file()]
+    if missing:
+        raise SystemExit(f"hakmem-lab: bench programs missing from {root / 'build' / 'bench'}: {', '.join(missing)}"
+                         f" (build them with `make -C {root / 'bench'}`)")
+    return warnings
 
 
 class UsageError(Exception):
@@ -91,16 +106,15 @@ class Session:
         if getattr(args, "reps", 1) < 1:
             raise UsageError("--reps must be at least 1")
         check_positive(args, "timeout", "threads")
+        names = [n for n in (args.allocs or "").split(",") if n] or None
+        self.notes: list[str] = ensure_built(self.root, names is None or any(n.startswith("hakmem") for n in names))
         try:
             self.discovery = al.discover(self.root, extra=tuple(args.alloc))
-            names = [n for n in (args.allocs or "").split(",") if n] or None
             self.allocators = al.select(self.discovery, names, tuple(args.alloc))
         except al.AllocatorError as e:
             raise UsageError(str(e)) from None
-        ensure_built(self.root)
         self.machine = machine.describe(self.root)
         self.commands: list[str] = []
-        self.notes: list[str] = []
         self.runs: list[runner.Run] = []
         self.failures: list[runner.Run] = []
         self.status = "complete"

@@ -7,11 +7,11 @@
 //!   thread caches, released to the OS in the background, prefetchable when swapped out.
 //! * [`allocator_stats`] reads the allocator's counters.
 //!
-//! The crate carries its own copy of libhakmem, which starts when the program is loaded, whether or not
-//! it is used: it reads the `HAKMEM_*` environment options then (with `HAKMEM_STATS=1` it prints this
-//! copy's statistics at exit) and registers its fork handlers. A program that is also run with
-//! `LD_PRELOAD=libhakmem.so` holds two independent copies, each with its own options and statistics:
-//! the preloaded one serves C `malloc`, the crate's one serves `HakMem` and the regions.
+//! The crate carries its own copy of libhakmem, linked into a program that uses any of the above. That
+//! copy starts when the program is loaded: it reads the `HAKMEM_*` environment options then (with
+//! `HAKMEM_STATS=1` it prints its statistics at exit) and registers its fork handlers. A program that
+//! is also run with `LD_PRELOAD=libhakmem.so` holds two independent copies, each with its own options
+//! and statistics: the preloaded one serves C `malloc`, the crate's one serves `HakMem` and the regions.
 //!
 //! ```
 //! let (ptr, capacity, handle) = hakmem::region::allocate::<u64>(1 << 20).unwrap();

@@ -119,8 +119,8 @@ impl Handle {
 
     /// Ask the OS to read the byte range `range` of the region in ahead of use (MADV_WILLNEED on the pages
     /// covering it). An empty range inside the region does nothing; a range reaching outside the region
-    /// is [`AllocError::InvalidArgument`]; a hint the kernel refused is [`AllocError::Os`] with its errno
-    /// (the region is unchanged).
+    /// is [`AllocError::InvalidArgument`]; a hint the kernel refused is an error carrying its errno (such
+    /// as `AllocError::Os(EAGAIN)`; the region is unchanged, only the hint is lost).
     pub fn prefetch(&self, range: Range<usize>) -> Result<(), AllocError> {
         if range.start > range.end {
             return Err(AllocError::InvalidArgument);

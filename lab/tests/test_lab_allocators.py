@@ -153,6 +153,8 @@ def test_strace_timeout_kills_the_traced_workload(bench_built, root, glibc):
     w = wl.get("random_mixed")
     marker = "918273645"  # the seed: names this run's process
     res = runner.count_syscalls(runner.Spec(w, glibc, ["4000M", "8192", marker]), root, timeout=1.5)
+    if isinstance(res, str) and res.startswith("strace run failed"):
+        pytest.skip(f"strace cannot trace here: {res}")
     assert isinstance(res, str) and "timed out" in res, res
     deadline = time.monotonic() + 5
     while _processes_with(marker) and time.monotonic() < deadline:

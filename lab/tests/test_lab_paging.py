@@ -1,6 +1,6 @@
 """test_lab_paging.py — the parts of the paging experiment that need neither root nor swap: the bench runs
-with the caller's allocator variables removed, and the sweep's labels give the working set over the whole
-cgroup limit (the nominal 1:N leaves the bench's allowance out)."""
+with the caller's allocator variables removed, the sweep's labels give the working set over the whole
+cgroup limit (the nominal 1:N leaves the bench's allowance out), and bad numbers are refused up front."""
 
 from __future__ import annotations
 
@@ -8,6 +8,8 @@ import json
 import os
 import stat
 from pathlib import Path
+
+import pytest
 
 from lab import paging
 
@@ -44,3 +46,13 @@ def test_sweep_labels_give_the_real_ratio() -> None:
     run = {"ratio": 16, "limit_mib": 96, "total_mib": 1024, "result": {"error": "x"}}
     assert paging.ratio_label(run) == "1:16, working set 10.7x the limit"
     assert "96 MiB (1:16, working set 10.7x the limit)" in paging.sweep_section([run])
+
+
+@pytest.mark.parametrize("option, value", [("--timeout", "0"), ("--seconds", "-1"), ("--ops", "0"),
+                                           ("--allowance-mib", "-100"), ("--batch", "0")])
+def test_bad_numbers_are_refused_before_any_setup(option, value, capsys):
+    """Exit 2 before swap or a cgroup is touched (a timeout of 0 used to set both up and then fail every
+    run; a negative allowance made limits of 0 MiB)."""
+    from lab import cli
+    assert cli.main(["paging", option, value, "--swap-file", "/nonexistent/dir/x.swap"]) == 2
+    assert f"{option} must be" in capsys.readouterr().err

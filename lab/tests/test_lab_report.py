@@ -237,10 +237,10 @@ def test_prodcons_scaling_starts_at_two_threads():
 
 def test_tables_say_how_many_runs_each_median_has():
     """'Median of 6 runs' was printed even when runs had failed."""
-    from lab.compare import runs_phrase
-    rows = [{"failed": False, "runs": 6}, {"failed": False, "runs": 4}, {"failed": True}]
-    assert runs_phrase(rows, 6) == "Median of 4-6 of 6 interleaved runs (the others failed or were interrupted)"
-    assert runs_phrase(rows[:1], 6) == "Median of 6 interleaved runs"
+    from lab.report import runs_phrase
+    assert runs_phrase([6, 4, 6], 6) == "Median of 4-6 of 6 interleaved runs (the others failed or were interrupted)"
+    assert runs_phrase([5, 5], 6) == "Median of 5 of 6 interleaved runs (the others failed or were interrupted)"
+    assert runs_phrase([6], 6) == "Median of 6 interleaved runs"
 
 
 def test_geomean_plot_marks_incomplete_allocators():

@@ -597,7 +597,7 @@ fn sweep_run(
                         continue;
                     }
                     let page = seq[next] as usize * PAGE;
-                    h.prefetch(page..page + PAGE).expect("prefetch in range");
+                    h.prefetch(page..page + PAGE).expect("prefetch: a range inside the region, a hint the kernel accepts");
                     next += 1;
                 }
             });
@@ -611,7 +611,7 @@ fn sweep_run(
                 if i % o.batch == 0 {
                     for &pg in &seq[i..(i + o.batch).min(seq.len())] {
                         let page = pg as usize * PAGE;
-                        h.prefetch(page..page + PAGE).expect("prefetch in range");
+                        h.prefetch(page..page + PAGE).expect("prefetch: a range inside the region, a hint the kernel accepts");
                     }
                 }
             }
