@@ -1,6 +1,8 @@
 /* options.c — the HAKMEM_* environment options: their table (name, range, default per profile), the
  * one-time parse into hak_opts at initialisation, and hak_option_get/set. A malformed or out-of-range
- * value prints one line naming the variable and the value used instead. Nothing here allocates. */
+ * value prints one line naming the variable and the value used instead. A program in secure-execution
+ * mode (setuid, setgid, file capabilities) reads none of them: its caller's environment must not tune it
+ * or make it print (secure_getenv, as glibc does with its own tunables). Nothing here allocates. */
 #include <errno.h>
 #include <stdlib.h>
 #include <strings.h>
@@ -93,10 +95,10 @@ static bool parse_value(const struct option_spec *s, const char *text, long *out
 
 static void read_env(enum hak_option opt) {
   const struct option_spec *s = &specs[opt];
-  const char *env = s->env, *text = getenv(env);
+  const char *env = s->env, *text = secure_getenv(env);
   if (text == NULL && s->alias != NULL) {
     env = s->alias;
-    text = getenv(env);
+    text = secure_getenv(env);
   }
   if (text == NULL) return;
   long v;
@@ -117,7 +119,7 @@ void hak_options_init(void) {
     if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) hak_opts.value[i] = specs[i].preset[profile];
   for (int i = 0; i < HAK_OPT_COUNT; i++)
     if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) read_env((enum hak_option)i);
-  const char *secure = getenv("HAKMEM_SECURE");
+  const char *secure = secure_getenv("HAKMEM_SECURE");
   if (!HAK_SECURE && secure != NULL && strcmp(secure, "0") != 0) {
     static const char msg[] = "hakmem: HAKMEM_SECURE is set but this is the default build; hardened mode is "
                               "libhakmem-secure.so (hakmem run --secure)\n";

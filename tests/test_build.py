@@ -302,3 +302,50 @@ def test_installed_launcher_uses_installed_library(installed):
     proc = launch(installed / "bin/hakmem", "run", "--", "cat", "/proc/self/maps")
     assert proc.returncode == 0, describe(proc)
     assert f"{installed}/lib/libhakmem.so" in proc.stdout, "the installed launcher preloads another library"
+
+
+SECURE_EXEC_PROGRAM = r'''
+#include <hakmem.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/auxv.h>
+
+int main(void) {
+  free(malloc(100));
+  printf("secure=%lu delay=%ld stats=%ld\n", getauxval(AT_SECURE), hak_option_get(HAK_OPT_PURGE_DELAY_MS),
+         hak_option_get(HAK_OPT_STATS));
+  return 0;
+}
+'''
+
+
+def test_setuid_program_ignores_the_callers_options(libhakmem_static, tmp_path):
+    """A setuid program linked with hakmem reads no HAKMEM_* option: the unprivileged caller could tune it
+    and make it print its statistics (a bug hunt of 2026-11-24 saw setuid passwd do so under a system-wide
+    preload). The same binary run without the setuid effect reads them."""
+    import os
+    import tempfile
+    if os.geteuid() != 0 or shutil.which("setpriv") is None:
+        pytest.skip("needs root and setpriv to run a setuid program as another user")
+    where = tempfile.mkdtemp(dir="/var/tmp")  # a directory another user can enter
+    try:
+        os.chmod(where, 0o755)
+        source, prog = os.path.join(where, "prog.c"), os.path.join(where, "prog")
+        with open(source, "w") as f:
+            f.write(SECURE_EXEC_PROGRAM)
+        build = subprocess.run(["cc", "-I", str(ROOT / "include"), "-o", prog, source, str(libhakmem_static),
+                                "-lpthread"], capture_output=True, text=True)
+        assert build.returncode == 0, describe(build)
+        os.chmod(prog, 0o4755)
+        options = {"HAKMEM_PURGE_DELAY_MS": "12345", "HAKMEM_STATS": "1", "HAKMEM_VERBOSE": "2"}
+        plain = subprocess.run([prog], capture_output=True, text=True, timeout=60, env=clean_env(options))
+        assert plain.returncode == 0 and "secure=0 delay=12345 stats=1" in plain.stdout, describe(plain)
+        setuid = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", prog],
+                                capture_output=True, text=True, timeout=60, env=clean_env(options))
+        assert setuid.returncode == 0, describe(setuid)
+        if "secure=1" not in setuid.stdout:
+            pytest.skip(f"{where} does not honour the setuid bit (nosuid): {setuid.stdout.strip()}")
+        assert "delay=12345" not in setuid.stdout and "stats=0" in setuid.stdout, describe(setuid)
+        assert "hakmem" not in setuid.stderr, describe(setuid)
+    finally:
+        shutil.rmtree(where, ignore_errors=True)
