@@ -15,8 +15,10 @@
 enum { INIT_NONE = 0, INIT_RUNNING = 1, INIT_DONE = 2 };
 static _Atomic int init_state = INIT_NONE;
 /* This thread is running the initialisation: its own allocations (pthread_atfork may allocate) go ahead
- * while other threads wait for INIT_DONE. */
-static __thread bool tls_initializing;
+ * while other threads wait for INIT_DONE. Volatile: the variable's address never escapes, so the compiler
+ * took pthread_atfork for unable to read it and dropped the store before the call; a re-entry through
+ * it then waited for itself for good (override_fork.c re-enters every time). */
+static __thread volatile bool tls_initializing;
 
 /* A private duplicate of stderr taken at start: programs such as sort close fd 2 before exit, and the
  * statistics printed at exit must still get through. A program may also close every descriptor and

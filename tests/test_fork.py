@@ -5,10 +5,11 @@ themselves) on glibc and on hakmem (linked, preloaded, hardened build). With HAK
 process prints its statistics at exit, so the exec'ed copies of the program show up on stderr too.
 """
 import re
+import subprocess
 
 import pytest
 
-from conftest import VARIANTS, describe, stats_blocks
+from conftest import BUILD, VARIANTS, describe, stats_blocks
 
 ROUNDS = 24
 
@@ -23,3 +24,90 @@ def test_fork_with_threads(run_program, variant):
         # The parent, the children that exit() or exec themselves, each print a block; /bin/true too
         # when preloaded. At least the parent and the self-exec'ed children (ROUNDS / 3) must have.
         assert stats_blocks(proc.stderr) >= 1 + ROUNDS // 3, describe(proc)
+
+
+EARLY_HANDLER_LIB = r'''
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+static pthread_t worker;
+static volatile int running, stop;
+static void *saved;
+
+static void *work(void *arg) {
+  void *p = malloc(200); /* freed on the way out, while the prepare handler waits for the join */
+  memset(p, 1, 200);
+  while (!stop) usleep(1000);
+  free(p);
+  return arg;
+}
+
+void pool_start(void) {
+  if (!running) {
+    stop = 0;
+    pthread_create(&worker, NULL, work, NULL);
+    running = 1;
+  }
+}
+
+/* Like a thread pool that shuts down before fork (OpenBLAS): join the worker, allocate on slow paths. */
+static void prepare(void) {
+  if (running) {
+    stop = 1;
+    pthread_join(worker, NULL);
+    running = 0;
+  }
+  saved = malloc(1 << 20);
+  memset(saved, 1, 100);
+  free(malloc(100000));
+}
+
+static void parent(void) { free(saved); }
+static void child(void) { free(saved); }
+
+/* Runs before hakmem's constructor (the constructors of preloaded libraries run last). */
+__attribute__((constructor)) static void early(void) { pthread_atfork(prepare, parent, child); }
+'''
+
+EARLY_HANDLER_MAIN = r'''
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+void pool_start(void);
+
+int main(void) {
+  for (int i = 0; i < 5; i++) {
+    pool_start();
+    usleep(10000);
+    pid_t pid = fork();
+    if (pid == 0) _exit(malloc(100000) != NULL ? 0 : 1);
+    int status;
+    if (pid < 0 || waitpid(pid, &status, 0) != pid || status != 0) return 2;
+  }
+  puts("forked ok");
+  return 0;
+}
+'''
+
+
+@pytest.mark.parametrize("lib", ["libhakmem.so", "libhakmem-secure.so"])
+def test_fork_with_an_earlier_prepare_handler(run_hakmem, tmp_path, lib):
+    """A library whose constructor registers fork handlers before hakmem's constructor runs: its prepare
+    handler, which joins a thread that frees and allocates on slow paths, ran after hakmem's had taken the
+    allocator's locks and fork hung for good (a bug hunt's finding). hakmem's handlers now come first."""
+    (tmp_path / "early.c").write_text(EARLY_HANDLER_LIB)
+    (tmp_path / "main.c").write_text(EARLY_HANDLER_MAIN)
+    for cmd in (["cc", "-shared", "-fPIC", "-o", tmp_path / "libearly.so", tmp_path / "early.c", "-lpthread"],
+                ["cc", "-o", tmp_path / "main", tmp_path / "main.c", f"-L{tmp_path}", "-learly",
+                 f"-Wl,-rpath,{tmp_path}", "-lpthread"]):
+        build = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+        assert build.returncode == 0, describe(build)
+    try:
+        proc = run_hakmem([str(tmp_path / "main")], lib=BUILD / lib, timeout=30)
+    except subprocess.TimeoutExpired:
+        pytest.fail("fork hung: the earlier prepare handler waited on a lock hakmem's prepare handler held")
+    assert proc.returncode == 0 and "forked ok" in proc.stdout, describe(proc)
