@@ -169,7 +169,9 @@ enum hak_option {
                                  the purge delay even while the program makes no call; started only once
                                  hakmem holds over 32 MiB. Once it runs the
                                  process is no longer single-threaded, which makes each large-tier call a
-                                 few tens of ns dearer (locks and atomic counters). 0 in the fast profile,
+                                 few tens of ns dearer (locks and atomic counters), makes the C library
+                                 lock its stdio streams and makes unshare(CLONE_NEWUSER) fail: a
+                                 single-threaded program that needs either sets 0. 0 in the fast profile,
                                  1 otherwise (since 0.4.0) */
   HAK_OPT_COUNT
 };
