@@ -24,6 +24,7 @@ from pathlib import Path
 
 from lab import machine, plots, report
 from lab.runner import clean_environ
+from lab.session import UsageError, check_numbers
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 V2_ROOT = Path("/sys/fs/cgroup")
@@ -343,17 +344,6 @@ def write_report(out_dir: Path, args: argparse.Namespace, res: Resources | None,
 
 # ---- the sub-command -------------------------------------------------------------------------------------
 
-def bad_values(args: argparse.Namespace) -> str | None:
-    """What is wrong with the numeric options, or None. (A timeout of 0 used to set up swap and the cgroup
-    and then fail every run; a negative allowance made limits of 0 MiB.)"""
-    for name, least in (("timeout", 0), ("seconds", 0), ("ops", 0), ("batch", 0), ("ahead", -1),
-                        ("allowance_mib", -1), ("paging_ratio", -1), ("swap_mib", 0)):
-        value = getattr(args, name)
-        if value is not None and not value > least:
-            return f"--{name.replace('_', '-')} must be {'above 0' if least == 0 else 'at least 0'}, got {value}"
-    return None
-
-
 def run_paging(args: argparse.Namespace) -> int:
     try:
         ratios = sorted({int(r) for r in args.ratios.split(",") if r.strip()})
@@ -363,9 +353,11 @@ def run_paging(args: argparse.Namespace) -> int:
     if not ratios or min(ratios) < 1 or args.total_mib < 16:
         print("hakmem-lab paging: ratios must be >= 1 and --total-mib >= 16", file=sys.stderr)
         return EXIT_MISSING
-    bad = bad_values(args)
-    if bad:
-        print(f"hakmem-lab paging: {bad}", file=sys.stderr)
+    try:  # a timeout of 0 used to set up swap and the cgroup and then fail every run
+        check_numbers(args, "timeout", "seconds", "ops", "batch", "swap_mib",
+                      at_least_zero=("ahead", "allowance_mib", "paging_ratio"))
+    except UsageError as e:
+        print(f"hakmem-lab paging: {e}", file=sys.stderr)
         return EXIT_MISSING
     missing = missing_requirements()
     if missing:

@@ -86,12 +86,15 @@ class UsageError(Exception):
     """A bad command line (an unknown name, a value out of range): cli.main prints it and exits 2."""
 
 
-def check_positive(args: argparse.Namespace, *names: str) -> None:
-    """Raise UsageError unless each named option, when given, is above zero."""
-    for name in names:
+def check_numbers(args: argparse.Namespace, *names: str, at_least_zero: tuple[str, ...] = ()) -> None:
+    """Raise UsageError unless each option of `names` that was given as a number is above 0, and each of
+    `at_least_zero` is 0 or more."""
+    for name in (*names, *at_least_zero):
         value = getattr(args, name, None)
-        if isinstance(value, (int, float)) and not value > 0:
-            raise UsageError(f"--{name.replace('_', '-')} must be above 0, got {value}")
+        least_zero = name in at_least_zero
+        if isinstance(value, (int, float)) and not (value >= 0 if least_zero else value > 0):
+            raise UsageError(f"--{name.replace('_', '-')} must be {'at least 0' if least_zero else 'above 0'}, "
+                             f"got {value}")
 
 
 class Session:
@@ -105,7 +108,7 @@ class Session:
         self.lab_command = "python3 -m lab " + shlex.join(sys.argv[1:])
         if getattr(args, "reps", 1) < 1:
             raise UsageError("--reps must be at least 1")
-        check_positive(args, "timeout", "threads")
+        check_numbers(args, "timeout", "threads")
         names = [n for n in (args.allocs or "").split(",") if n] or None
         self.notes: list[str] = ensure_built(self.root, names is None or any(n.startswith("hakmem") for n in names))
         try:
