@@ -163,11 +163,19 @@ void hak_rpool_put(struct hak_rslot *s) {
   if (gone != NULL) area_unmap(gone);
 }
 
+/* A dirty region whose purge the kernel refused (class lock held): counted, and kept off the dirty list
+ * until allocated and freed again. Retried every period, a locked region kept the background thread,
+ * and a process whose main thread called pthread_exit, alive for good (a review's finding;
+ * test_region_upkeep refused and eager-refused). */
+static void refuse_locked(struct hak_rclass *k, struct hak_rslot *s) {
+  atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
+  list_push_head(&k->refused, s);
+}
+
 void hak_rpool_put_refused(struct hak_rslot *s) {
   struct hak_rclass *k = &hak_rpool_classes[s->area->cls];
-  atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
   pthread_mutex_lock(&k->lock);
-  list_push_head(&k->refused, s);
+  refuse_locked(k, s);
   pthread_mutex_unlock(&k->lock);
 }
 
@@ -191,10 +199,7 @@ size_t hak_rpool_release(uint32_t c, size_t budget, bool at_least_one) {
   for (size_t i = 0; i < n; i++) {
     struct hak_rslot *s = batch[i];
     if (errs[i] != 0) {
-      /* Retried every period, a locked region kept the background thread, and a process whose main
-       * thread called pthread_exit, alive for good (a review's finding; test_region_upkeep refused). */
-      atomic_fetch_add_explicit(&k->release_errors, 1, memory_order_relaxed);
-      list_push_head(&k->refused, s);
+      refuse_locked(k, s);
       continue;
     }
     s->purged = true;
