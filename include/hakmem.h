@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 5
+#define HAKMEM_VERSION_MINOR 6
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -164,15 +164,19 @@ enum hak_option {
                                 0 (the default) = self-tuned per thread: the interval doubles when a page
                                 handed back is soon needed again and shrinks while pages sit unused */
   HAK_OPT_LARGE_CACHE_MB,  /**< HAKMEM_LARGE_CACHE_MB: most megabytes of freed large blocks kept mapped */
-  HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: 1 = a background thread purges freed large
+  HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: whether a background thread purges freed large
                                  blocks and the free slices of every segment (idle threads' too) after
                                  the purge delay even while the program makes no call; started only once
-                                 hakmem holds over 32 MiB. Once it runs the
-                                 process is no longer single-threaded, which makes each large-tier call a
-                                 few tens of ns dearer (locks and atomic counters), makes the C library
-                                 lock its stdio streams and makes unshare(CLONE_NEWUSER) fail: a
-                                 single-threaded program that needs either sets 0. 0 in the fast profile,
-                                 1 otherwise (since 0.4.0) */
+                                 hakmem holds over 32 MiB. Once it runs the process is no longer
+                                 single-threaded, which makes each large-tier call a few tens of ns
+                                 dearer (locks and atomic counters), makes the C library lock its stdio
+                                 streams and makes unshare(CLONE_NEWUSER) fail. 0 (off): never; memory
+                                 waits for the program's next call after its delay. 1 (on): as soon as
+                                 hakmem holds over 32 MiB. 2 (auto): only once the program has created a
+                                 thread; until then its frees purge at once what waits beyond the
+                                 larger of 32 MiB and what live blocks hold, per tier (large blocks;
+                                 small and medium pages). Names off|on|auto in the environment. 0 in the
+                                 fast profile, 2 otherwise (since 0.6.0; 1 from 0.4.0) */
   HAK_OPT_COUNT
 };
 

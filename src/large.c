@@ -322,6 +322,22 @@ uint64_t hak_large_purge_due(void) {
   return due;
 }
 
+/* Purge cached mapping `h` unless it is purged already or its purge was refused (large.lock held). */
+static void purge_cached_locked(hak_large *h, bool lazy) {
+  if (h->purged || h->purge_refused) return;
+  if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
+    h->purged = true;
+    h->zero = !lazy;
+    if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
+    set_released_tail(h, 0); /* the purge took the whole mapping off the count */
+  } else {
+    /* refused (locked memory): not tried again while it stays cached, and no deadline of its own
+     * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
+    h->purge_refused = true;
+  }
+  HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+}
+
 /* hak_large_collect with the clock already read (a free has just read it). */
 static void collect_at(bool force, uint64_t now) {
   if (!force && atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return;
@@ -341,19 +357,7 @@ static void collect_at(bool force, uint64_t now) {
     /* an entry may carry a later time than `now`: its free read the clock after this caller did */
     for (hak_large *h = large.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
-      if (h->purged || h->purge_refused) continue;
-      if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
-        h->purged = true;
-        h->zero = !lazy;
-        if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
-        set_released_tail(h, 0); /* the purge took the whole mapping off the count */
-        HAK_COUNT_N(large.unpurged, (uint64_t)-1);
-      } else {
-        /* refused (locked memory): not tried again while it stays cached, and no deadline of its own
-         * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
-        h->purge_refused = true;
-        HAK_COUNT_N(large.unpurged, (uint64_t)-1);
-      }
+      purge_cached_locked(h, lazy);
     }
   }
   hak_unlock(&large.lock, locked);
@@ -362,6 +366,19 @@ static void collect_at(bool force, uint64_t now) {
     large_unmap(unmap);
     unmap = next;
   }
+}
+
+void hak_large_trim(uint64_t keep_bytes) {
+  if (atomic_load_explicit(&large.unpurged, memory_order_relaxed) < 2) return; /* the newest one always stays */
+  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
+  uint64_t kept = 0;
+  bool locked = hak_lock(&large.lock);
+  for (hak_large *h = large.head; h != NULL; h = h->next) {
+    if (h->purged || h->purge_refused) continue;
+    kept += h->resident_end;
+    if (kept > keep_bytes && h != large.head) purge_cached_locked(h, lazy);
+  }
+  hak_unlock(&large.lock, locked);
 }
 
 void *hak_large_realloc(hak_large *h, void *p, size_t size) {

@@ -29,7 +29,7 @@ static const struct option_spec {
     [HAK_OPT_HUGE_PAGES] = {"HAKMEM_HUGE_PAGES", NULL, 0, 1, {1, 0, 0}, {NULL}},
     [HAK_OPT_DRAIN_INTERVAL] = {"HAKMEM_DRAIN_INTERVAL", "HAKMEM_TINY_SLL_DRAIN_INTERVAL", 0, 1000000, {0, 0, 8}, {NULL}},
     [HAK_OPT_LARGE_CACHE_MB] = {"HAKMEM_LARGE_CACHE_MB", NULL, 0, 1048576, {4096, 1024, 64}, {NULL}},
-    [HAK_OPT_BACKGROUND_PURGE] = {"HAKMEM_BACKGROUND_PURGE", NULL, 0, 1, {0, 1, 1}, {NULL}},
+    [HAK_OPT_BACKGROUND_PURGE] = {"HAKMEM_BACKGROUND_PURGE", NULL, 0, 2, {0, 2, 2}, {"off", "on", "auto"}},
 };
 
 static size_t fmt_long(char *out, long v) {

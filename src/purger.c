@@ -9,8 +9,9 @@
  * hakmem's memory there holds more than HAK_PURGER_START_BYTES, and ahead of time by the growth of its
  * committed memory past the same size (hak_purger_note_growth: a new page or large block), so that it
  * already runs when that memory is freed; never with HAKMEM_BACKGROUND_PURGE=0 or a purge delay of 0 or
- * -1. Small programs therefore stay single-threaded and keep sync.h's lock-free paths; once the thread
- * runs, every large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost).
+ * -1, nor while the process has one thread unless HAKMEM_BACKGROUND_PURGE=on (below). Small programs
+ * therefore stay single-threaded and keep sync.h's lock-free paths; once the thread runs, every
+ * large-tier call takes its lock (HAKMEM_BACKGROUND_PURGE documents the cost).
  * The thread is created only on allocation paths (hak_purger_start_pending: the top of the small/medium
  * slow path, the end of a large allocation) and at a thread's exit, never inside free: glibc frees a dead
  * thread's TLS blocks holding its stack-cache lock, which pthread_create takes too, so a purger created
@@ -31,10 +32,21 @@
  * thread with a heap is left it gives back the large cache and the cached segments at once and ends
  * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD
  * destructors gets no heap (heap.c, hak_heap_for_counting).
- * A forked child has no purger until a note of its own asks for one. */
+ * A forked child has no purger until a note of its own asks for one.
+ *
+ * Without the thread (HAKMEM_BACKGROUND_PURGE=auto, the default, while the process has one thread): a
+ * thread would make a single-threaded program multi-threaded for good (sync.h's locks, the C library's
+ * stdio locks: a putc loop ten times slower; unshare(CLONE_NEWUSER) refused), so none is started while
+ * glibc's __libc_single_threaded holds. The notes trim instead, on the frees that bring them: each tier
+ * keeps waiting for its deadline at most the larger of HAK_PURGER_START_BYTES and what its live blocks
+ * hold (large.c: the cached mappings beyond it, oldest first, the newest kept; segment.c: every waiting
+ * slice once they pass it). So memory freed in a burst and then left alone stays resident up to that
+ * bound, not for good; a program whose live blocks are large keeps a cache as large to churn in (a
+ * bound of 32 MiB alone made the lab's `big` 5.6x slower: docs/notes/2026-11-25-one-thread.md). The
+ * first note after the program creates a thread asks for the purger as before. */
 #include <pthread.h>
 
-#include "internal.h"
+#include "sync.h"
 
 /* Cached bytes above which a note asks for the thread. */
 #define HAK_PURGER_START_BYTES ((uint64_t)32 << 20)
@@ -61,6 +73,10 @@ static void init_wake(void) { hak_os_cond_init_monotonic(&purger.wake); }
 static bool idle_purging_on(void) {
   return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] != 0 && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] > 0;
 }
+
+/* Whether the frees trim instead of a thread: HAKMEM_BACKGROUND_PURGE=auto while the process has one
+ * thread. Read before the options ask for idle purging at all. */
+static bool alone(void) { return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 2 && hak_single_threaded(); }
 
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
@@ -132,7 +148,18 @@ static void *purger_main(void *arg) {
   return arg;
 }
 
+bool hak_purger_trim_if_alone(void) {
+  if (!alone()) return false;
+  if (idle_purging_on()) {
+    uint64_t large_live = hak_large_live_bytes(), used = hak_segments_used_bytes();
+    hak_large_trim(large_live > HAK_PURGER_START_BYTES ? large_live : HAK_PURGER_START_BYTES);
+    hak_segments_trim(used > HAK_PURGER_START_BYTES ? used : HAK_PURGER_START_BYTES);
+  }
+  return true;
+}
+
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
+  if (hak_purger_trim_if_alone()) return;
   int state = atomic_load_explicit(&purger.state, memory_order_acquire);
   if (state == FAILED || (state == IDLE && cached_bytes <= HAK_PURGER_START_BYTES) || !idle_purging_on()) return;
   uint64_t planned = atomic_load_explicit(&purger.sleep_until_ms, memory_order_relaxed);
@@ -150,6 +177,7 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
 }
 
 void hak_purger_note_growth(void) {
+  if (alone()) return; /* a thread created later makes the next note ask for the purger */
   /* seq_cst: pairs with may_end, which flags its decision and then reads the committed bytes this growth
    * added to before the call */
   if (atomic_load_explicit(&purger.state, memory_order_seq_cst) != IDLE &&
@@ -166,7 +194,7 @@ void hak_purger_note_growth(void) {
 }
 
 void hak_purger_start_pending(void) {
-  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING)) return;
+  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING) || alone()) return;
   pthread_mutex_lock(&purger.lock);
   bool start = atomic_load_explicit(&purger.state, memory_order_relaxed) == PENDING;
   if (start) atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);

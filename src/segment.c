@@ -5,7 +5,7 @@
 #include <errno.h>
 #include <pthread.h>
 
-#include "internal.h"
+#include "sync.h"
 
 /* Empty segments kept mapped (their free slices are purged on schedule); unbounded when the purge
  * delay is -1 ("never return memory"). */
@@ -20,6 +20,8 @@ static struct {
   _Atomic unsigned abandoned_count;
   _Atomic uint64_t earliest_due_ms; /* earliest purge due in any segment; 0: none */
   _Atomic uint64_t reclaimed;
+  _Atomic uint64_t waiting_slices; /* free slices not purged since their use, over all segments (dirty_slices) */
+  _Atomic uint64_t used_slices;    /* slices under a page, over all segments */
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void hak_segments_lock(void) { pthread_mutex_lock(&segs.lock); }
@@ -126,6 +128,7 @@ static void segment_unmap(hak_segment *seg) {
   else segs.all = seg->all_next;
   if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   pthread_mutex_unlock(&segs.lock);
+  hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(seg->dirty_slices));
   /* the whole segment was counted as committed when mapped, purged slices were uncounted since */
   hak_os_recommit((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT);
   hak_pagemap_set(seg, NULL);
@@ -151,6 +154,7 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
   if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
   purge_slices(seg, dirty);
+  hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(dirty));
   seg->dirty_slices = 0;
   atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
 }
@@ -174,6 +178,9 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   uint64_t bits = run_mask(at, n);
   uint64_t purged = bits & seg->purged_slices;
   if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
+  uint64_t waited = bits & seg->dirty_slices;
+  if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
+  hak_counter_add(&segs.used_slices, n);
   seg->free_slices &= ~bits;
   seg->dirty_slices &= ~bits;
   seg->purged_slices &= ~bits;
@@ -280,6 +287,8 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   pthread_mutex_lock(&seg->slices_lock);
   seg->free_slices |= bits;
   seg->dirty_slices |= bits;
+  hak_counter_add(&segs.waiting_slices, n);
+  hak_counter_add(&segs.used_slices, (uint64_t)0 - n);
   if (delay == 0) {
     purge_locked(seg, 0, true);
   } else if (delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
@@ -294,6 +303,8 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
      * is asked for, and started by the next allocation, once hakmem's memory is big enough to matter) */
     note_due(due);
     hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
+  } else if (delay > 0) {
+    hak_purger_trim_if_alone(); /* the segment's deadline is set already: no note, but more waits */
   }
 }
 
@@ -360,6 +371,21 @@ bool hak_segment_reclaim(hak_segment *seg) {
   if (taken) unabandon_locked(seg);
   pthread_mutex_unlock(&segs.lock);
   return taken;
+}
+
+uint64_t hak_segments_used_bytes(void) {
+  return atomic_load_explicit(&segs.used_slices, memory_order_relaxed) << HAK_SLICE_SHIFT;
+}
+
+void hak_segments_trim(uint64_t keep_bytes) {
+  if (atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed) << HAK_SLICE_SHIFT <= keep_bytes) return;
+  pthread_mutex_lock(&segs.lock);
+  for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
+    if (pthread_mutex_trylock(&seg->slices_lock) != 0) continue; /* busy, or held by this thread's caller */
+    purge_locked(seg, 0, true);
+    pthread_mutex_unlock(&seg->slices_lock);
+  }
+  pthread_mutex_unlock(&segs.lock);
 }
 
 void hak_segments_collect(bool force) {

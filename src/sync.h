@@ -16,8 +16,9 @@
  * may, after the last join, and a lock taken must be released.
  *
  * hakmem creates threads of its own outside these sections: the region module's release thread (on first
- * use of regions) and the background purger (purger.c, once hakmem's memory passes 32 MiB). From
- * then on every guarded section locks, for the rest of the process.
+ * use of regions) and the background purger (purger.c, once hakmem's memory passes 32 MiB, and by
+ * default only in a process that already has a second thread). From then on every guarded section
+ * locks, for the rest of the process.
  *
  * Not seen: threads made with a raw clone() rather than pthread_create. And a signal handler that calls
  * malloc or free for a large block while the only thread is inside a guarded section corrupts the cache

@@ -57,6 +57,10 @@ OPTION_CASES = [
     ({"HAKMEM_HUGE_PAGES": "1"}, {"HAKMEM_HUGE_PAGES": 1}),
     ({"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_BACKGROUND_PURGE": 0}),
     ({"HAKMEM_PROFILE": "fast", "HAKMEM_BACKGROUND_PURGE": "1"}, {"HAKMEM_BACKGROUND_PURGE": 1}),
+    ({}, {"HAKMEM_BACKGROUND_PURGE": 2}),
+    ({"HAKMEM_BACKGROUND_PURGE": "off"}, {"HAKMEM_BACKGROUND_PURGE": 0}),
+    ({"HAKMEM_BACKGROUND_PURGE": "ON"}, {"HAKMEM_BACKGROUND_PURGE": 1}),
+    ({"HAKMEM_PROFILE": "fast", "HAKMEM_BACKGROUND_PURGE": "auto"}, {"HAKMEM_BACKGROUND_PURGE": 2}),
     ({"HAKMEM_VERBOSE": "0"}, {"HAKMEM_VERBOSE": 0}),
 ]
 
@@ -71,7 +75,7 @@ def test_options_from_environment(test_binary, run_plain, env, expected):
 
 def readme_presets():
     """{profile index: {variable: value}} from the README's option table ("fast / balanced / lean" cells)."""
-    names = {"free": 1, "dontneed": 0}
+    names = {"free": 1, "dontneed": 0, "off": 0, "on": 1, "auto": 2}
     presets = {0: {}, 1: {}, 2: {}}
     for var, cell in re.findall(r"^\| `(HAKMEM_\w+)`[^|]*\| ([^|]*/[^|]*) \|", (ROOT / "README.md").read_text(), re.M):
         values = [v.strip().strip("`") for v in cell.split("/")]

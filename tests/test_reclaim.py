@@ -32,16 +32,6 @@ def test_memory_comes_back(run_program, case, variant):
     assert f"{case}:" in proc.stdout, describe(proc)
 
 
-@pytest.mark.parametrize("env", [{"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_PROFILE": "fast"},
-                                 {"HAKMEM_PURGE_DELAY_MS": "0"}, {"HAKMEM_PURGE_DELAY_MS": "-1"}],
-                         ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()))
-def test_no_purger_thread_when_off(run_program, env):
-    """Where idle purging is off (the option, the fast profile, or a purge delay of 0 or -1) a large
-    burst starts no thread: the process keeps its single-threaded paths."""
-    proc = run_program("test_reclaim", "linked", args=("one-thread",), env=env, timeout=120)
-    assert proc.returncode == 0 and "one-thread: threads 1" in proc.stdout, describe(proc)
-
-
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 def test_heapless_thread_left_after_main_gets_the_cache_back(run_program, variant):
     """A thread without a heap (large blocks only) outlives a main thread that left through pthread_exit:

@@ -29,14 +29,13 @@
  *           each followed by no call at all: the memory comes back within a few purge delays anyway (the
  *           background purger), also in a forked child; a program that never cached much has no thread
  *           but its own;
- *   one-thread: the same large burst starts no thread where the environment turns idle purging off;
  *   refused: with all memory locked (mlockall) the kernel refuses every purge: the purger must retry
  *           them a delay later, not spin on them while the program sleeps;
  *   pthread-exit: the main thread leaves through pthread_exit after a worker freed enough large blocks
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|one-thread|refused|
+ * Usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|
  *        pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -57,6 +56,7 @@
 #include <unistd.h>
 
 #include "hakmem.h"
+#include "process_memory.h"
 
 static int (*stats_get_sized)(struct hak_stats *, size_t);
 static void (*collect)(bool);
@@ -590,39 +590,6 @@ static int check_deadline(void) {
 
 /* ---- asleep: memory comes back while the program makes no call --------------------------------------- */
 
-static long rss_kib(void) {
-  /* thread-self: once the main thread has left through pthread_exit, /proc/self/statm reads zeroes; no
-   * stdio, which would allocate (heapless-left must not give its thread a heap) */
-  char text[128];
-  int fd = open("/proc/thread-self/statm", O_RDONLY);
-  ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
-  if (fd >= 0) close(fd);
-  long size = 0, resident = 0;
-  if (n <= 0) return -1;
-  text[n] = '\0';
-  if (sscanf(text, "%ld %ld", &size, &resident) != 2) return -1;
-  return resident * (sysconf(_SC_PAGESIZE) / 1024);
-}
-
-static int thread_count(void) {
-  DIR *d = opendir("/proc/self/task");
-  int n = 0;
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  if (d != NULL) closedir(d);
-  return n;
-}
-
-/* Sleep in steps of 50 ms until RSS is at most `limit_kib` or `max_ms` passed; the RSS reached. */
-static long sleep_until_rss(long limit_kib, int max_ms) {
-  long rss = rss_kib();
-  for (int waited = 0; rss > limit_kib && waited < max_ms; waited += 50) {
-    struct timespec step = {0, 50 * 1000000L};
-    nanosleep(&step, NULL);
-    rss = rss_kib();
-  }
-  return rss;
-}
-
 /* Both bursts in the calling process; 0 when their memory came back. `who` names the process. */
 static int bursts_then_sleep(const char *who) {
   enum { LARGE = 10, SMALL = 200000 };
@@ -711,16 +678,7 @@ static int check_asleep(void) {
     if (handed[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc(1000) in the handing thread\n"), 1;
   long held = rss_kib();
   /* in a shuffled order (a hash table's, say): counting frees in a row into one segment missed it */
-  uint64_t x = 88172645463325252ull;
-  for (int i = EXITED_BLOCKS - 1; i > 0; i--) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    int j = (int)(x % (uint64_t)(i + 1));
-    char *tmp = handed[i];
-    handed[i] = handed[j];
-    handed[j] = tmp;
-  }
+  shuffle(handed, EXITED_BLOCKS);
   for (int i = 0; i < EXITED_BLOCKS; i++) free(handed[i]);
   long handed_asleep = sleep_until_rss(limit_kib, 3000);
   printf("asleep: blocks of an exited thread: %ld KiB resident while live, asleep after their frees %ld\n", held,
@@ -741,28 +699,6 @@ static int check_asleep(void) {
   int status = 0;
   if (waitpid(pid, &status, 0) != pid || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
     return fprintf(stderr, "FAIL asleep: the forked child failed (status %#x)\n", status), 1;
-  return 0;
-}
-
-/* A burst of large blocks (245 MiB), all live together, then all freed; returns 0 on success. */
-static int large_burst(void) {
-  char *p[10];
-  for (int i = 0; i < 10; i++) {
-    size_t size = (size_t)(20 + i) << 20;
-    p[i] = malloc(size);
-    if (p[i] == NULL) return fprintf(stderr, "FAIL: malloc of %zu bytes\n", size), 1;
-    memset(p[i], 1, size);
-  }
-  for (int i = 0; i < 10; i++) free(p[i]);
-  return 0;
-}
-
-static int check_one_thread(void) {
-  if (large_burst() != 0) return 1;
-  struct timespec wait = {0, 300 * 1000000L};
-  nanosleep(&wait, NULL);
-  printf("one-thread: threads %d after a 245 MiB burst\n", thread_count());
-  if (thread_count() != 1) return fprintf(stderr, "FAIL one-thread: a thread started\n"), 1;
   return 0;
 }
 
@@ -956,7 +892,6 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "pool") == 0) return check_pool();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
-  if (argc == 2 && strcmp(argv[1], "one-thread") == 0) return check_one_thread();
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
   if (argc == 2 && strcmp(argv[1], "pthread-exit-locked") == 0) return check_pthread_exit_locked();

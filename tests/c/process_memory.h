@@ -1,0 +1,76 @@
+/* process_memory.h — what the reclaim tests read of their own process (resident memory, threads) and the
+ * large burst they free (test_reclaim.c, test_one_thread.c). Header-only: static functions. rss_kib
+ * allocates nothing; thread_count does (opendir). */
+#ifndef PROCESS_MEMORY_H
+#define PROCESS_MEMORY_H
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+static long rss_kib(void) {
+  /* thread-self: once the main thread has left through pthread_exit, /proc/self/statm reads zeroes; no
+   * stdio, which would allocate (heapless-left must not give its thread a heap) */
+  char text[128];
+  int fd = open("/proc/thread-self/statm", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+  if (fd >= 0) close(fd);
+  long size = 0, resident = 0;
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  if (sscanf(text, "%ld %ld", &size, &resident) != 2) return -1;
+  return resident * (sysconf(_SC_PAGESIZE) / 1024);
+}
+
+static int thread_count(void) {
+  DIR *d = opendir("/proc/self/task");
+  int n = 0;
+  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
+  if (d != NULL) closedir(d);
+  return n;
+}
+
+/* Sleep in steps of 50 ms until RSS is at most `limit_kib` or `max_ms` passed; the RSS reached. */
+static long sleep_until_rss(long limit_kib, int max_ms) {
+  long rss = rss_kib();
+  for (int waited = 0; rss > limit_kib && waited < max_ms; waited += 50) {
+    struct timespec step = {0, 50 * 1000000L};
+    nanosleep(&step, NULL);
+    rss = rss_kib();
+  }
+  return rss;
+}
+
+/* A burst of large blocks (245 MiB), all live together, then all freed; returns 0 on success. */
+static int large_burst(void) {
+  char *p[10];
+  for (int i = 0; i < 10; i++) {
+    size_t size = (size_t)(20 + i) << 20;
+    p[i] = malloc(size);
+    if (p[i] == NULL) return fprintf(stderr, "FAIL: malloc of %zu bytes\n", size), 1;
+    memset(p[i], 1, size);
+  }
+  for (int i = 0; i < 10; i++) free(p[i]);
+  return 0;
+}
+
+/* Shuffle `n` pointers in a fixed pseudo-random order (xorshift64, the same seed every run). */
+static void shuffle(char **items, int n) {
+  uint64_t x = 88172645463325252ull;
+  for (int i = n - 1; i > 0; i--) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    int j = (int)(x % (uint64_t)(i + 1));
+    char *tmp = items[i];
+    items[i] = items[j];
+    items[j] = tmp;
+  }
+}
+
+#endif

@@ -1,0 +1,112 @@
+/* test_one_thread.c — a single-threaded program stays single-threaded under hakmem, and its freed memory
+ * is bounded anyway (tests/test_one_thread.py runs it).
+ *
+ * Cases:
+ *   auto:  with HAKMEM_BACKGROUND_PURGE=auto (the default) a burst of large blocks (245 MiB) and one of
+ *          small blocks (200 MB), each freed, start no thread: glibc's __libc_single_threaded stays set
+ *          (stdio skips its locks, unshare(CLONE_NEWUSER) works). Right after the frees, with no sleep,
+ *          the large cache holds at most 32 MiB resident beyond the most recently freed block, and the
+ *          free slices at most 32 MiB. Then the program starts and joins one thread: the same bursts,
+ *          freed, are now cached in full and come back while the program sleeps (the background purger,
+ *          started by the next allocation).
+ *   off:   the large burst starts no thread where the environment turns idle purging off (the option, the
+ *          fast profile, a purge delay of 0 or -1).
+ *   on:    with HAKMEM_BACKGROUND_PURGE=on the large burst starts the purger in a single-threaded program.
+ * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
+ * Usage: test_one_thread auto|off|on */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <dlfcn.h>
+#include <fcntl.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/single_threaded.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "process_memory.h"
+
+enum { BUDGET_KIB = 32 << 10, NEWEST_KIB = 29 << 10, SMALL = 200000 };
+
+/* SMALL blocks of 1000 bytes, written, then freed in a shuffled order (so pages empty all over the heap's
+ * segments at once, not one segment after another); returns 0 on success. */
+static int small_burst(void) {
+  char **small = malloc(SMALL * sizeof *small);
+  if (small == NULL) return fprintf(stderr, "FAIL: malloc of the pointer array\n"), 1;
+  for (int i = 0; i < SMALL; i++) {
+    small[i] = malloc(1000);
+    if (small[i] == NULL) return fprintf(stderr, "FAIL: malloc(1000)\n"), 1;
+    memset(small[i], 2, 1000);
+  }
+  shuffle(small, SMALL);
+  for (int i = 0; i < SMALL; i++) free(small[i]);
+  free(small);
+  return 0;
+}
+
+static void *nothing(void *arg) { return arg; }
+
+static int check_auto(void) {
+  long start = rss_kib();
+  if (large_burst() != 0) return 1;
+  long after_large = rss_kib();
+  if (small_burst() != 0) return 1;
+  long after_small = rss_kib();
+  printf("auto: alone: %ld KiB resident at the start, %ld after the large burst's frees, %ld after the small "
+         "one's; threads %d, single-threaded flag %d\n",
+         start, after_large, after_small, thread_count(), (int)__libc_single_threaded);
+  if (thread_count() != 1 || !__libc_single_threaded)
+    return fprintf(stderr, "FAIL auto: a single-threaded program got a second thread\n"), 1;
+  if (after_large - start > BUDGET_KIB + 1024)
+    return fprintf(stderr, "FAIL auto: the large cache kept more than 32 MiB resident\n"), 1;
+  if (after_small - after_large > BUDGET_KIB + 4096)
+    return fprintf(stderr, "FAIL auto: the freed small blocks kept more than 32 MiB resident\n"), 1;
+
+  pthread_t t;
+  if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
+    return fprintf(stderr, "FAIL auto: thread\n"), 1;
+  long before = rss_kib();
+  if (large_burst() != 0) return 1;
+  long cached = rss_kib();
+  int threads = thread_count(); /* the purger ends once it has nothing left to wait for: count it now */
+  long asleep = sleep_until_rss(before + BUDGET_KIB / 4, 3000);
+  printf("auto: threaded: %ld KiB before the large burst, %ld after its frees, %ld asleep; threads %d after the "
+         "frees\n", before, cached, asleep, threads);
+  if (cached - before < 200 << 10)
+    return fprintf(stderr, "FAIL auto: with a thread, freed large blocks were not cached (proves nothing)\n"), 1;
+  if (threads != 2) return fprintf(stderr, "FAIL auto: no purger once the program had a thread\n"), 1;
+  if (asleep > before + BUDGET_KIB / 4)
+    return fprintf(stderr, "FAIL auto: with a thread, freed memory stayed resident while the program slept\n"), 1;
+  return 0;
+}
+
+static int check_off(void) {
+  if (large_burst() != 0) return 1;
+  struct timespec wait = {0, 300 * 1000000L};
+  nanosleep(&wait, NULL);
+  printf("off: threads %d after a 245 MiB burst\n", thread_count());
+  if (thread_count() != 1) return fprintf(stderr, "FAIL off: a thread started\n"), 1;
+  return 0;
+}
+
+static int check_on(void) {
+  if (large_burst() != 0) return 1;
+  free(malloc(1 << 20)); /* the purger starts on an allocation path */
+  printf("on: threads %d after a 245 MiB burst\n", thread_count());
+  if (thread_count() != 2) return fprintf(stderr, "FAIL on: no purger in a single-threaded program\n"), 1;
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (dlsym(RTLD_DEFAULT, "hak_stats_get_sized") == NULL) {
+    puts("skip: not running on hakmem");
+    return 77;
+  }
+  if (argc == 2 && strcmp(argv[1], "auto") == 0) return check_auto();
+  if (argc == 2 && strcmp(argv[1], "off") == 0) return check_off();
+  if (argc == 2 && strcmp(argv[1], "on") == 0) return check_on();
+  fprintf(stderr, "usage: test_one_thread auto|off|on\n");
+  return 2;
+}

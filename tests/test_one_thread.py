@@ -1,0 +1,38 @@
+"""tests/test_one_thread.py — a single-threaded program keeps one thread under hakmem (tests/c/test_one_thread.c):
+with HAKMEM_BACKGROUND_PURGE=auto (the default) its frees bound the memory waiting for its purge instead of a
+background thread; once it has a thread of its own, the purger takes over; off keeps one thread, on starts the
+purger anyway."""
+import pytest
+
+from conftest import describe
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+@pytest.mark.parametrize("env", [{}, {"HAKMEM_BACKGROUND_PURGE": "auto"}, {"HAKMEM_BACKGROUND_PURGE": "2"}],
+                         ids=["default", "auto", "2"])
+def test_single_threaded_program_keeps_one_thread_and_bounded_memory(run_program, variant, env):
+    """No thread while the program has one (its frees purge what waits beyond 32 MiB per tier instead);
+    the background purger once it has created a thread."""
+    env = {"HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_PURGE_DELAY_MS": "200", "HAKMEM_LARGE_CACHE_MB": "1024", **env}
+    proc = run_program("test_one_thread", variant, args=("auto",), env=env, timeout=120)
+    assert proc.returncode == 0 and "auto: threaded:" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("env", [{"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_BACKGROUND_PURGE": "off"},
+                                 {"HAKMEM_PROFILE": "fast"},
+                                 {"HAKMEM_PURGE_DELAY_MS": "0"}, {"HAKMEM_PURGE_DELAY_MS": "-1"},
+                                 {"HAKMEM_PURGE_DELAY_MS": "-1", "HAKMEM_BACKGROUND_PURGE": "on"}],
+                         ids=lambda e: ",".join(f"{k}={v}" for k, v in e.items()))
+def test_no_purger_thread_when_off(run_program, env):
+    """Where idle purging is off (the option, the fast profile, or a purge delay of 0 or -1) a large
+    burst starts no thread: the process keeps its single-threaded paths."""
+    proc = run_program("test_one_thread", "linked", args=("off",), env=env, timeout=120)
+    assert proc.returncode == 0 and "off: threads 1" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload"])
+def test_purger_on_in_a_single_threaded_program(run_program, variant):
+    """HAKMEM_BACKGROUND_PURGE=on (1) starts the purger in a single-threaded program too."""
+    for value in ("on", "1"):
+        proc = run_program("test_one_thread", variant, args=("on",), env={"HAKMEM_BACKGROUND_PURGE": value}, timeout=120)
+        assert proc.returncode == 0 and "on: threads 2" in proc.stdout, describe(proc)
