@@ -5,7 +5,7 @@
  * Memory comes from the OS (os.c) in two shapes:
  *
  *   Segments: 4 MiB, 4 MiB-aligned, cut into 64 slices of 64 KiB. Slice 0 holds the segment header,
- *   which contains one page descriptor per slice. A *page* is a run of 1..32 slices carrying blocks of
+ *   which contains one page descriptor per slice. A *page* is a run of 1..31 slices carrying blocks of
  *   one size class (size_class.h): classes up to 512 bytes use one slice, the direct table's larger
  *   classes (640-1024 bytes; up to 1280 in hardened builds) four, larger classes a run sized to hold
  *   about 32 blocks (segment.c). A segment belongs to exactly one thread heap, its owner.
@@ -89,7 +89,7 @@
 #define HAK_SLICE_SHIFT 16
 #define HAK_SLICE_SIZE ((size_t)1 << HAK_SLICE_SHIFT) /* 64 KiB */
 #define HAK_SLICES (HAK_SEGMENT_SIZE / HAK_SLICE_SIZE) /* 64, slice 0 is the header */
-#define HAK_MAX_PAGE_SLICES 32
+#define HAK_MAX_PAGE_SLICES 31 /* two of the largest pages fit a segment's 63 free slices */
 #define HAK_LARGE_ALIGN_MAX HAK_SLICE_SIZE /* larger alignments go to the large tier */
 
 /* Canary bytes reserved at the end of every small/medium block in hardened builds. */

@@ -64,8 +64,11 @@ static int find_run(uint64_t free_slices, unsigned n) {
  * prodcons' by 5 %: docs/notes/2026-11-24-performance-log.md). In hardened builds the table reaches the
  * 1280-byte class too, which takes requests of 1017-1024 bytes once their canary is added: with one slice
  * (51 blocks) every tiny_hot batch of 64 such blocks went through a page switch (3.0 ns per operation
- * against 2.3 with four slices: performance log, eighth session). Larger classes take a run of slices holding about 32 blocks, at most 32
- * slices (2 MiB). */
+ * against 2.3 with four slices: performance log, eighth session). Larger classes take a run of slices
+ * holding about 32 blocks, at most 31 slices, so that two such pages fit the 63 slices of a segment: at
+ * 32, a program of one medium size from 64 KiB up used one page per segment and twice glibc's address
+ * space (2000 blocks of 100,000 bytes: 462 MB of VmSize against 198; 249 at 31:
+ * docs/notes/2026-11-25-medium-pages.md). */
 static unsigned slices_for_class(unsigned cls) {
   size_t bs = hak_class_size(cls);
   if (bs <= 512) return 1;
