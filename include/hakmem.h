@@ -173,10 +173,13 @@ enum hak_option {
                                  streams and makes unshare(CLONE_NEWUSER) fail. 0 (off): never; memory
                                  waits for the program's next call after its delay. 1 (on): as soon as
                                  hakmem holds over 32 MiB. 2 (auto): only once the program has created a
-                                 thread; until then its frees purge at once what waits beyond the
-                                 larger of 32 MiB and what live blocks hold, per tier (large blocks;
-                                 small and medium pages). Names off|on|auto in the environment. 0 in the
-                                 fast profile, 2 otherwise (since 0.6.0; 1 from 0.4.0) */
+                                 thread; until the purger runs, frees trim each tier (large blocks;
+                                 small and medium pages) when what waits passes the larger of a bound
+                                 and what its live blocks hold: the bound starts at 32 MiB and doubles
+                                 while trimmed memory is needed again within the purge delay, so memory
+                                 a program reuses in cycles stays; the newest freed large block always
+                                 stays. Names off|on|auto in the environment. 0 in the fast profile, 2
+                                 otherwise (since 0.6.0; 1 from 0.4.0) */
   HAK_OPT_COUNT
 };
 

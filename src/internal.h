@@ -297,10 +297,16 @@ void hak_stats_memory(struct hak_stats *out);
  * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock of
  * the caches (the late heap's mutex may be held: the purger's lock comes after it). */
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
-/* While the frees trim instead of a purger (HAKMEM_BACKGROUND_PURGE=auto, one thread: purger.c), trim
- * and return true; otherwise do nothing and return false. hak_purger_note calls it first; a free that
- * adds waiting memory without a note calls it itself. The same locks as hak_purger_note. */
+/* With HAKMEM_BACKGROUND_PURGE=auto and no purger running, trim the caches to their bounds (purger.c);
+ * return whether the process has one thread (the note then asks for no purger). hak_purger_note calls it
+ * first; a free that adds waiting memory without a note calls it itself. The same locks as
+ * hak_purger_note. */
 bool hak_purger_trim_if_alone(void);
+/* The tiers that trim while no purger runs. */
+enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
+/* A tier committed again memory that a purge had returned (a purged cached mapping or purged slices
+ * taken): if a trim purged it within the purge delay, that tier's bound doubles (purger.c). */
+void hak_purger_note_refault(enum hak_trim_tier tier);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);
@@ -385,8 +391,8 @@ void hak_segments_collect(bool force);
 /* Earliest purge deadline among all segments (hak_clock_ms time); 0 when none waits. */
 uint64_t hak_segments_purge_due(void);
 /* If the free slices waiting for their purge, over all segments, hold more than `keep_bytes`, purge them
- * all now, whatever their deadlines. For a process without the purger (purger.c). */
-void hak_segments_trim(uint64_t keep_bytes);
+ * all now, whatever their deadlines, and return true. For a process without the purger (purger.c). */
+bool hak_segments_trim(uint64_t keep_bytes);
 /* Bytes of the slices under pages, over all segments: what small and medium blocks can occupy. */
 uint64_t hak_segments_used_bytes(void);
 void hak_segments_lock(void);
@@ -428,8 +434,9 @@ void hak_large_collect(bool force);
 uint64_t hak_large_purge_due(void);
 /* Purge cached mappings, oldest first, until what the unpurged ones may hold resident is at most
  * `keep_bytes`, whatever their deadlines; the most recently freed one is kept in any case (the next
- * request of its size reuses it). For a process without the purger (purger.c). */
-void hak_large_trim(uint64_t keep_bytes);
+ * request of its size reuses it). Returns whether it purged any. For a process without the purger
+ * (purger.c). */
+bool hak_large_trim(uint64_t keep_bytes);
 void hak_large_lock(void);
 void hak_large_unlock(void);
 void hak_large_after_fork_child(void);

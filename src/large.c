@@ -124,6 +124,7 @@ static hak_large *cache_take(size_t need) {
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
+    hak_purger_note_refault(HAK_TRIM_LARGE);
   }
   return best;
 }
@@ -368,17 +369,21 @@ static void collect_at(bool force, uint64_t now) {
   }
 }
 
-void hak_large_trim(uint64_t keep_bytes) {
-  if (atomic_load_explicit(&large.unpurged, memory_order_relaxed) < 2) return; /* the newest one always stays */
-  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
+bool hak_large_trim(uint64_t keep_bytes) {
+  if (atomic_load_explicit(&large.unpurged, memory_order_relaxed) < 2) return false; /* the newest one stays */
+  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1, trimmed = false;
   uint64_t kept = 0;
   bool locked = hak_lock(&large.lock);
   for (hak_large *h = large.head; h != NULL; h = h->next) {
     if (h->purged || h->purge_refused) continue;
     kept += h->resident_end;
-    if (kept > keep_bytes && h != large.head) purge_cached_locked(h, lazy);
+    if (kept > keep_bytes && h != large.head) {
+      purge_cached_locked(h, lazy);
+      trimmed = true;
+    }
   }
   hak_unlock(&large.lock, locked);
+  return trimmed;
 }
 
 void *hak_large_realloc(hak_large *h, void *p, size_t size) {

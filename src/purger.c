@@ -37,13 +37,19 @@
  * Without the thread (HAKMEM_BACKGROUND_PURGE=auto, the default, while the process has one thread): a
  * thread would make a single-threaded program multi-threaded for good (sync.h's locks, the C library's
  * stdio locks: a putc loop ten times slower; unshare(CLONE_NEWUSER) refused), so none is started while
- * glibc's __libc_single_threaded holds. The notes trim instead, on the frees that bring them: each tier
- * keeps waiting for its deadline at most the larger of HAK_PURGER_START_BYTES and what its live blocks
- * hold (large.c: the cached mappings beyond it, oldest first, the newest kept; segment.c: every waiting
- * slice once they pass it). So memory freed in a burst and then left alone stays resident up to that
- * bound, not for good; a program whose live blocks are large keeps a cache as large to churn in (a
- * bound of 32 MiB alone made the lab's `big` 5.6x slower: docs/notes/2026-11-25-one-thread.md). The
- * first note after the program creates a thread asks for the purger as before. */
+ * glibc's __libc_single_threaded holds; the notes still ask for it, and the first allocation after the
+ * program's first pthread_create starts it. Until it runs, the frees trim (hak_purger_trim_if_alone):
+ * each tier keeps waiting for its deadline at most the larger of its bound and what its live blocks hold
+ * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
+ * every waiting slice once they pass it, empty pages not handed back yet not counted). A bound starts at
+ * HAK_PURGER_START_BYTES, doubles when the tier takes back memory a trim purged less than a purge delay
+ * before (hak_purger_note_refault), and halves after ten delays without that. So memory freed in a burst
+ * and then left alone stays resident up to the bound, not for good, while a program that frees and
+ * allocates the same memory in cycles stops being trimmed after a cycle or two (a fixed 32 MiB made
+ * cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no live term the lab's
+ * `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). Trims also run in a program with threads
+ * until the purger runs: memory freed between the first pthread_create and the next allocation waited
+ * for good otherwise. */
 #include <pthread.h>
 
 #include "sync.h"
@@ -148,14 +154,60 @@ static void *purger_main(void *arg) {
   return arg;
 }
 
-bool hak_purger_trim_if_alone(void) {
-  if (!alone()) return false;
-  if (idle_purging_on()) {
-    uint64_t large_live = hak_large_live_bytes(), used = hak_segments_used_bytes();
-    hak_large_trim(large_live > HAK_PURGER_START_BYTES ? large_live : HAK_PURGER_START_BYTES);
-    hak_segments_trim(used > HAK_PURGER_START_BYTES ? used : HAK_PURGER_START_BYTES);
+/* What a tier may keep waiting for its deadline while no purger runs, on top of what its live blocks
+ * hold. Relaxed atomics: between a program's first pthread_create and the purger's start, threads may
+ * trim at once, and a lost update only moves a heuristic. */
+static struct trim_bound {
+  _Atomic uint64_t bytes;      /* 0: HAK_PURGER_START_BYTES */
+  _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something; 0: none yet */
+  _Atomic uint64_t raised_ms;  /* the last change of `bytes` */
+} bounds[HAK_TRIM_TIERS];
+
+#define TRIM_BOUND_MAX ((uint64_t)1 << 40)
+
+/* The tier's bound now: halved once per ten purge delays without a raise, never below the start size. */
+static uint64_t bound_now(struct trim_bound *b, uint64_t now, long delay) {
+  uint64_t bytes = atomic_load_explicit(&b->bytes, memory_order_relaxed);
+  if (bytes <= HAK_PURGER_START_BYTES) return HAK_PURGER_START_BYTES;
+  if (now - atomic_load_explicit(&b->raised_ms, memory_order_relaxed) > 10 * (uint64_t)delay) {
+    bytes /= 2;
+    atomic_store_explicit(&b->bytes, bytes, memory_order_relaxed);
+    atomic_store_explicit(&b->raised_ms, now, memory_order_relaxed);
   }
-  return true;
+  return bytes > HAK_PURGER_START_BYTES ? bytes : HAK_PURGER_START_BYTES;
+}
+
+void hak_purger_note_refault(enum hak_trim_tier tier) {
+  struct trim_bound *b = &bounds[tier];
+  uint64_t trimmed = atomic_load_explicit(&b->trimmed_ms, memory_order_relaxed);
+  if (trimmed == 0) return;
+  uint64_t now = hak_clock_ms();
+  if (now - trimmed > (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS]) return; /* its deadline was past anyway */
+  uint64_t bytes = bound_now(b, now, hak_opts.value[HAK_OPT_PURGE_DELAY_MS]);
+  atomic_store_explicit(&b->bytes, bytes < TRIM_BOUND_MAX ? 2 * bytes : bytes, memory_order_relaxed);
+  atomic_store_explicit(&b->raised_ms, now, memory_order_relaxed);
+  atomic_store_explicit(&b->trimmed_ms, 0, memory_order_relaxed); /* one raise per trim */
+}
+
+bool hak_purger_trim_if_alone(void) {
+  if (hak_opts.value[HAK_OPT_BACKGROUND_PURGE] != 2) return false;
+  bool single = hak_single_threaded();
+  /* a program that has just created its first thread has no purger until its next allocation: its frees
+   * trim until then, or memory it frees before that allocation would wait for good */
+  if (!single && atomic_load_explicit(&purger.state, memory_order_acquire) == RUNNING) return false;
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (delay > 0) {
+    uint64_t now = hak_clock_ms();
+    uint64_t live[HAK_TRIM_TIERS] = {[HAK_TRIM_LARGE] = hak_large_live_bytes(),
+                                     [HAK_TRIM_SLICES] = hak_segments_used_bytes()};
+    for (int tier = 0; tier < HAK_TRIM_TIERS; tier++) {
+      uint64_t keep = bound_now(&bounds[tier], now, delay);
+      if (live[tier] > keep) keep = live[tier];
+      bool trimmed = tier == HAK_TRIM_LARGE ? hak_large_trim(keep) : hak_segments_trim(keep);
+      if (trimmed) atomic_store_explicit(&bounds[tier].trimmed_ms, now, memory_order_relaxed);
+    }
+  }
+  return single;
 }
 
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
@@ -177,7 +229,8 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
 }
 
 void hak_purger_note_growth(void) {
-  if (alone()) return; /* a thread created later makes the next note ask for the purger */
+  /* while alone too: hak_purger_start_pending waits for a second thread, and the first allocation after
+   * it starts the purger */
   /* seq_cst: pairs with may_end, which flags its decision and then reads the committed bytes this growth
    * added to before the call */
   if (atomic_load_explicit(&purger.state, memory_order_seq_cst) != IDLE &&

@@ -1,7 +1,8 @@
 """tests/test_one_thread.py — a single-threaded program keeps one thread under hakmem (tests/c/test_one_thread.c):
 with HAKMEM_BACKGROUND_PURGE=auto (the default) its frees bound the memory waiting for its purge instead of a
-background thread; once it has a thread of its own, the purger takes over; off keeps one thread, on starts the
-purger anyway."""
+background thread, and learn not to purge what each cycle of a program needs again; once it has a thread of
+its own, the purger takes over, and frees before it starts trim; off keeps one thread, on starts the purger
+anyway."""
 import pytest
 
 from conftest import describe
@@ -16,6 +17,18 @@ def test_single_threaded_program_keeps_one_thread_and_bounded_memory(run_program
     env = {"HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_PURGE_DELAY_MS": "200", "HAKMEM_LARGE_CACHE_MB": "1024", **env}
     proc = run_program("test_one_thread", variant, args=("auto",), env=env, timeout=120)
     assert proc.returncode == 0 and "auto: threaded:" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+@pytest.mark.parametrize("case", ["first-thread", "phases"])
+def test_trims_without_a_purger(run_program, variant, case):
+    """first-thread: blocks allocated before the program's first thread and freed after it, with no allocation
+    to start the purger, come back to the bound (they stayed for good). phases: cycles that free and allocate
+    again more than 32 MiB stop being purged (each cycle faulted its memory in again). A purge delay of a
+    second keeps the trims' learning window wide on a slow machine."""
+    env = {"HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_PURGE_DELAY_MS": "1000", "HAKMEM_LARGE_CACHE_MB": "1024"}
+    proc = run_program("test_one_thread", variant, args=(case,), env=env, timeout=120)
+    assert proc.returncode == 0 and f"{case}:" in proc.stdout, describe(proc)
 
 
 @pytest.mark.parametrize("env", [{"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_BACKGROUND_PURGE": "off"},

@@ -1,10 +1,9 @@
 /* process_memory.h — what the reclaim tests read of their own process (resident memory, threads) and the
- * large burst they free (test_reclaim.c, test_one_thread.c). Header-only: static functions. rss_kib
- * allocates nothing; thread_count does (opendir). */
+ * large burst they free (test_reclaim.c, test_one_thread.c). Header-only: static functions. The readers
+ * allocate nothing. */
 #ifndef PROCESS_MEMORY_H
 #define PROCESS_MEMORY_H
 
-#include <dirent.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,12 +26,17 @@ static long rss_kib(void) {
   return resident * (sysconf(_SC_PAGESIZE) / 1024);
 }
 
+/* Threads in the process, from the Threads: line of /proc/thread-self/status; -1 if unreadable. Allocates
+ * nothing: an allocation could start hakmem's purger while a test watches whether something else does. */
 static int thread_count(void) {
-  DIR *d = opendir("/proc/self/task");
-  int n = 0;
-  for (struct dirent *e; d != NULL && (e = readdir(d)) != NULL;) n += e->d_name[0] != '.';
-  if (d != NULL) closedir(d);
-  return n;
+  char text[4096];
+  int fd = open("/proc/thread-self/status", O_RDONLY);
+  ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
+  if (fd >= 0) close(fd);
+  if (n <= 0) return -1;
+  text[n] = '\0';
+  const char *line = strstr(text, "\nThreads:");
+  return line != NULL ? atoi(line + 9) : -1;
 }
 
 /* Sleep in steps of 50 ms until RSS is at most `limit_kib` or `max_ms` passed; the RSS reached. */

@@ -9,16 +9,23 @@
  *          free slices at most 32 MiB. Then the program starts and joins one thread: the same bursts,
  *          freed, are now cached in full and come back while the program sleeps (the background purger,
  *          started by the next allocation).
+ *   first-thread: the same bursts allocated while alone, then a thread created that makes no call, then
+ *          every block freed without another allocation: the purger waits for an allocation to start, so
+ *          those frees must trim (they kept all 200 MB for good once).
+ *   phases: 50 cycles of six 8 MiB blocks, then 50 of 40,000 blocks of 1000 bytes, each cycle written and
+ *          all freed: the trims learn that the memory comes back within the purge delay and stop (at
+ *          32 MiB each tier purged in every cycle, and the program faulted its memory in again: 16 s for
+ *          2000 large cycles against 0.24).
  *   off:   the large burst starts no thread where the environment turns idle purging off (the option, the
  *          fast profile, a purge delay of 0 or -1).
  *   on:    with HAKMEM_BACKGROUND_PURGE=on the large burst starts the purger in a single-threaded program.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_one_thread auto|off|on */
+ * Usage: test_one_thread auto|first-thread|phases|off|on */
 #define _GNU_SOURCE
-#include <dirent.h>
 #include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -26,6 +33,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "hakmem.h"
 #include "process_memory.h"
 
 enum { BUDGET_KIB = 32 << 10, NEWEST_KIB = 29 << 10, SMALL = 200000 };
@@ -82,6 +90,85 @@ static int check_auto(void) {
   return 0;
 }
 
+static int blocker[2];
+
+static void *wait_for_word(void *arg) {
+  char c;
+  return read(blocker[0], &c, 1) == 1 ? arg : NULL;
+}
+
+static int check_first_thread(void) {
+  /* every small class gets a page now, so that pthread_create's own allocations find free blocks and do
+   * not start the purger themselves (the case this checks is a program whose allocations are all done) */
+  for (size_t size = 16; size <= 4096; size += 16) free(malloc(size));
+  long start = rss_kib();
+  static char *large[10], *small[SMALL];
+  for (int i = 0; i < 10; i++) {
+    large[i] = malloc(10 << 20);
+    if (large[i] == NULL) return fprintf(stderr, "FAIL first-thread: malloc\n"), 1;
+    memset(large[i], 1, 10 << 20);
+  }
+  for (int i = 0; i < SMALL; i++) {
+    small[i] = malloc(1000);
+    if (small[i] == NULL) return fprintf(stderr, "FAIL first-thread: malloc\n"), 1;
+    memset(small[i], 2, 1000);
+  }
+  pthread_t t;
+  if (pipe(blocker) != 0 || pthread_create(&t, NULL, wait_for_word, NULL) != 0)
+    return fprintf(stderr, "FAIL first-thread: thread\n"), 1;
+  long held = rss_kib();
+  for (int i = 0; i < 10; i++) free(large[i]);
+  for (int i = 0; i < SMALL; i++) free(small[i]);
+  long freed = rss_kib();
+  int threads = thread_count();
+  long asleep = sleep_until_rss(start + 2 * BUDGET_KIB + 8192, 3000);
+  printf("first-thread: %ld KiB at the start, %ld with the blocks live, %ld after their frees, %ld asleep; "
+         "threads %d\n", start, held, freed, asleep, threads);
+  if (held - start < 180 << 10) return fprintf(stderr, "FAIL first-thread: the blocks were not resident\n"), 1;
+  if (asleep - start > 2 * BUDGET_KIB + 8192)
+    return fprintf(stderr, "FAIL first-thread: freed memory stayed resident while the program slept\n"), 1;
+  if (write(blocker[1], "x", 1) != 1 || pthread_join(t, NULL) != 0)
+    return fprintf(stderr, "FAIL first-thread: join\n"), 1;
+  return 0;
+}
+
+static uint64_t madvise_calls(void) {
+  int (*get)(struct hak_stats *, size_t) = (int (*)(struct hak_stats *, size_t))dlsym(RTLD_DEFAULT,
+                                                                                     "hak_stats_get_sized");
+  struct hak_stats st;
+  memset(&st, 0, sizeof st);
+  get(&st, sizeof st);
+  return st.madvise_calls;
+}
+
+/* `cycles` cycles of `count` blocks of `size` bytes, written and all freed; the madvise calls made in the
+ * last `tail` cycles. */
+static uint64_t cycles_then_madvise(int cycles, int tail, int count, size_t size) {
+  static char *blocks[40000];
+  uint64_t before = 0;
+  for (int c = 0; c < cycles; c++) {
+    if (c == cycles - tail) before = madvise_calls();
+    for (int i = 0; i < count; i++) {
+      blocks[i] = malloc(size);
+      if (blocks[i] == NULL) exit((fprintf(stderr, "FAIL phases: malloc\n"), 1));
+      memset(blocks[i], 3, size);
+    }
+    for (int i = 0; i < count; i++) free(blocks[i]);
+  }
+  return madvise_calls() - before;
+}
+
+static int check_phases(void) {
+  uint64_t large = cycles_then_madvise(50, 40, 6, (size_t)8 << 20);
+  uint64_t small = cycles_then_madvise(50, 40, 40000, 1000);
+  printf("phases: madvise calls in the last 40 of 50 cycles: %llu of six 8 MiB blocks, %llu of 40,000 of 1000 "
+         "bytes; threads %d\n", (unsigned long long)large, (unsigned long long)small, thread_count());
+  if (thread_count() != 1) return fprintf(stderr, "FAIL phases: a thread started\n"), 1;
+  if (large > 4 || small > 4)
+    return fprintf(stderr, "FAIL phases: the trims purged memory that every cycle needed again\n"), 1;
+  return 0;
+}
+
 static int check_off(void) {
   if (large_burst() != 0) return 1;
   struct timespec wait = {0, 300 * 1000000L};
@@ -105,8 +192,10 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (argc == 2 && strcmp(argv[1], "auto") == 0) return check_auto();
+  if (argc == 2 && strcmp(argv[1], "first-thread") == 0) return check_first_thread();
+  if (argc == 2 && strcmp(argv[1], "phases") == 0) return check_phases();
   if (argc == 2 && strcmp(argv[1], "off") == 0) return check_off();
   if (argc == 2 && strcmp(argv[1], "on") == 0) return check_on();
-  fprintf(stderr, "usage: test_one_thread auto|off|on\n");
+  fprintf(stderr, "usage: test_one_thread auto|first-thread|phases|off|on\n");
   return 2;
 }
