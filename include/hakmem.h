@@ -176,7 +176,8 @@ enum hak_option {
                                  thread; until the purger runs, frees trim each tier (large blocks;
                                  small and medium pages) when what waits passes the larger of a bound
                                  and what its live blocks hold: the bound starts at 32 MiB and doubles
-                                 while trimmed memory is needed again within the purge delay, so memory
+                                 (up to 1 GiB) while trimmed memory is needed again within the purge
+                                 delay, so memory
                                  a program reuses in cycles stays; the newest freed large block always
                                  stays. Names off|on|auto in the environment. 0 in the fast profile, 2
                                  otherwise (since 0.6.0; 1 from 0.4.0) */

@@ -205,6 +205,7 @@ typedef struct hak_segment {
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
   uint64_t purged_slices;            /* free slices returned to the OS */
+  uint64_t trimmed_slices;           /* purged slices that a trim purged (hak_segments_trim) */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
@@ -304,8 +305,8 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
 bool hak_purger_trim_if_alone(void);
 /* The tiers that trim while no purger runs. */
 enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
-/* A tier committed again memory that a purge had returned (a purged cached mapping or purged slices
- * taken): if a trim purged it within the purge delay, that tier's bound doubles (purger.c). */
+/* A tier committed again memory that a trim had purged (a trimmed cached mapping or trimmed slices
+ * taken): if the trim was less than a purge delay ago, that tier's bound doubles (purger.c). */
 void hak_purger_note_refault(enum hak_trim_tier tier);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
@@ -391,8 +392,9 @@ void hak_segments_collect(bool force);
 /* Earliest purge deadline among all segments (hak_clock_ms time); 0 when none waits. */
 uint64_t hak_segments_purge_due(void);
 /* If the free slices waiting for their purge, over all segments, hold more than `keep_bytes`, purge them
- * all now, whatever their deadlines, and return true. For a process without the purger (purger.c). */
-bool hak_segments_trim(uint64_t keep_bytes);
+ * all now, whatever their deadlines. Returns whether it purged any; `*waiting` gets what they held
+ * before. For a process without the purger (purger.c). */
+bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting);
 /* Bytes of the slices under pages, over all segments: what small and medium blocks can occupy. */
 uint64_t hak_segments_used_bytes(void);
 void hak_segments_lock(void);
@@ -419,6 +421,7 @@ typedef struct hak_large {
   bool purged;            /* in the cache and its pages were returned to the OS */
   bool purge_refused;     /* in the cache, and the kernel refused to purge it (locked memory): not tried
                            * again until the mapping is freed again */
+  bool trimmed;           /* purged by a trim (hak_large_trim), not by its deadline */
   struct hak_large *next, *prev;
 } hak_large;
 
@@ -434,9 +437,9 @@ void hak_large_collect(bool force);
 uint64_t hak_large_purge_due(void);
 /* Purge cached mappings, oldest first, until what the unpurged ones may hold resident is at most
  * `keep_bytes`, whatever their deadlines; the most recently freed one is kept in any case (the next
- * request of its size reuses it). Returns whether it purged any. For a process without the purger
- * (purger.c). */
-bool hak_large_trim(uint64_t keep_bytes);
+ * request of its size reuses it). Returns whether it purged any; `*waiting` gets what they held before.
+ * For a process without the purger (purger.c). */
+bool hak_large_trim(uint64_t keep_bytes, uint64_t *waiting);
 void hak_large_lock(void);
 void hak_large_unlock(void);
 void hak_large_after_fork_child(void);

@@ -24,7 +24,8 @@ static struct {
    * they are updated with HAK_COUNT_N's plain load and store */
   _Atomic uint64_t count;    /* cached mappings: read without the lock to skip an empty cache */
   size_t bytes;
-  _Atomic uint64_t unpurged; /* cached mappings not purged yet */
+  _Atomic uint64_t unpurged; /* cached mappings not purged yet (nor refused) */
+  _Atomic uint64_t unpurged_bytes; /* what they may hold resident: the sum of their resident_end */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
   _Atomic uint64_t live_held; /* what live blocks hold: the sum of held() over them */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -63,7 +64,10 @@ static void cache_unlink(hak_large *h) {
   h->next = h->prev = NULL;
   HAK_COUNT_N(large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
-  if (!h->purged && !h->purge_refused) HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+  if (!h->purged && !h->purge_refused) {
+    HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+    HAK_COUNT_N(large.unpurged_bytes, (uint64_t)0 - h->resident_end);
+  }
 }
 
 /* Put an unpurged mapping at the head of the cache: the most recently freed end. */
@@ -76,7 +80,9 @@ static void cache_push_head(hak_large *h) {
   HAK_COUNT_N(large.count, 1);
   large.bytes += h->map_size;
   h->purge_refused = false;
+  h->trimmed = false;
   HAK_COUNT_N(large.unpurged, 1);
+  HAK_COUNT_N(large.unpurged_bytes, h->resident_end);
 }
 
 /* Committed-bytes accounting (os.h) of the mapping's last `tail` bytes, given back while it stays mapped. */
@@ -124,7 +130,7 @@ static hak_large *cache_take(size_t need) {
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
-    hak_purger_note_refault(HAK_TRIM_LARGE);
+    if (best->trimmed) hak_purger_note_refault(HAK_TRIM_LARGE);
   }
   return best;
 }
@@ -324,8 +330,10 @@ uint64_t hak_large_purge_due(void) {
 }
 
 /* Purge cached mapping `h` unless it is purged already or its purge was refused (large.lock held). */
-static void purge_cached_locked(hak_large *h, bool lazy) {
-  if (h->purged || h->purge_refused) return;
+static bool purge_cached_locked(hak_large *h, bool lazy) {
+  if (h->purged || h->purge_refused) return false;
+  HAK_COUNT_N(large.unpurged_bytes, (uint64_t)0 - h->resident_end);
+  HAK_COUNT_N(large.unpurged, (uint64_t)-1);
   if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
     h->purged = true;
     h->zero = !lazy;
@@ -336,7 +344,7 @@ static void purge_cached_locked(hak_large *h, bool lazy) {
      * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
     h->purge_refused = true;
   }
-  HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+  return h->purged;
 }
 
 /* hak_large_collect with the clock already read (a free has just read it). */
@@ -369,16 +377,17 @@ static void collect_at(bool force, uint64_t now) {
   }
 }
 
-bool hak_large_trim(uint64_t keep_bytes) {
-  if (atomic_load_explicit(&large.unpurged, memory_order_relaxed) < 2) return false; /* the newest one stays */
+bool hak_large_trim(uint64_t keep_bytes, uint64_t *waiting) {
+  *waiting = atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed);
+  if (*waiting <= keep_bytes || atomic_load_explicit(&large.unpurged, memory_order_relaxed) < 2) return false;
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1, trimmed = false;
   uint64_t kept = 0;
   bool locked = hak_lock(&large.lock);
   for (hak_large *h = large.head; h != NULL; h = h->next) {
     if (h->purged || h->purge_refused) continue;
     kept += h->resident_end;
-    if (kept > keep_bytes && h != large.head) {
-      purge_cached_locked(h, lazy);
+    if (kept > keep_bytes && h != large.head && purge_cached_locked(h, lazy)) {
+      h->trimmed = true;
       trimmed = true;
     }
   }

@@ -42,8 +42,10 @@
  * each tier keeps waiting for its deadline at most the larger of its bound and what its live blocks hold
  * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
  * every waiting slice once they pass it, empty pages not handed back yet not counted). A bound starts at
- * HAK_PURGER_START_BYTES, doubles when the tier takes back memory a trim purged less than a purge delay
- * before (hak_purger_note_refault), and halves after ten delays without that. So memory freed in a burst
+ * HAK_PURGER_START_BYTES, doubles (up to 1 GiB) when the tier takes back memory that a trim purged less
+ * than a purge delay before (hak_purger_note_refault; memory its deadline purged does not count: a
+ * review's program raised the bound at every burst that way), and halves for every ten delays in which
+ * no trim found over half of it waiting. So memory freed in a burst
  * and then left alone stays resident up to the bound, not for good, while a program that frees and
  * allocates the same memory in cycles stops being trimmed after a cycle or two (a fixed 32 MiB made
  * cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no live term the lab's
@@ -159,20 +161,29 @@ static void *purger_main(void *arg) {
  * trim at once, and a lost update only moves a heuristic. */
 static struct trim_bound {
   _Atomic uint64_t bytes;      /* 0: HAK_PURGER_START_BYTES */
-  _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something; 0: none yet */
-  _Atomic uint64_t raised_ms;  /* the last change of `bytes` */
+  _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something, until a refault raises the
+                                  bound (one raise per trim); 0: none */
+  _Atomic uint64_t needed_ms;  /* the last raise, or the last trim that found over half the bound waiting */
 } bounds[HAK_TRIM_TIERS];
 
-#define TRIM_BOUND_MAX ((uint64_t)1 << 40)
+/* The most a bound reaches: what a single-threaded program that goes idle may keep waiting per tier. */
+#define TRIM_BOUND_MAX ((uint64_t)1 << 30)
 
-/* The tier's bound now: halved once per ten purge delays without a raise, never below the start size. */
+/* Whether time `t` lies more than `span` ms before `now` (signed: another thread may have stored a time
+ * read after `now`). */
+static bool older_than(uint64_t t, uint64_t now, uint64_t span) { return (int64_t)(now - t) > (int64_t)span; }
+
+/* The tier's bound now: halved for every ten purge delays in which it was not needed, never below the
+ * start size. */
 static uint64_t bound_now(struct trim_bound *b, uint64_t now, long delay) {
   uint64_t bytes = atomic_load_explicit(&b->bytes, memory_order_relaxed);
   if (bytes <= HAK_PURGER_START_BYTES) return HAK_PURGER_START_BYTES;
-  if (now - atomic_load_explicit(&b->raised_ms, memory_order_relaxed) > 10 * (uint64_t)delay) {
-    bytes /= 2;
+  uint64_t needed = atomic_load_explicit(&b->needed_ms, memory_order_relaxed), span = 10 * (uint64_t)delay;
+  if (older_than(needed, now, span)) {
+    uint64_t halvings = (now - needed) / span;
+    bytes = halvings >= 63 ? 0 : bytes >> halvings;
     atomic_store_explicit(&b->bytes, bytes, memory_order_relaxed);
-    atomic_store_explicit(&b->raised_ms, now, memory_order_relaxed);
+    atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
   }
   return bytes > HAK_PURGER_START_BYTES ? bytes : HAK_PURGER_START_BYTES;
 }
@@ -182,31 +193,38 @@ void hak_purger_note_refault(enum hak_trim_tier tier) {
   uint64_t trimmed = atomic_load_explicit(&b->trimmed_ms, memory_order_relaxed);
   if (trimmed == 0) return;
   uint64_t now = hak_clock_ms();
-  if (now - trimmed > (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS]) return; /* its deadline was past anyway */
-  uint64_t bytes = bound_now(b, now, hak_opts.value[HAK_OPT_PURGE_DELAY_MS]);
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (delay <= 0 || older_than(trimmed, now, (uint64_t)delay)) return; /* its deadline was past anyway */
+  uint64_t bytes = bound_now(b, now, delay);
   atomic_store_explicit(&b->bytes, bytes < TRIM_BOUND_MAX ? 2 * bytes : bytes, memory_order_relaxed);
-  atomic_store_explicit(&b->raised_ms, now, memory_order_relaxed);
-  atomic_store_explicit(&b->trimmed_ms, 0, memory_order_relaxed); /* one raise per trim */
+  atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
+  atomic_store_explicit(&b->trimmed_ms, 0, memory_order_relaxed);
+}
+
+/* Trim each tier to its bound (hak_purger_trim_if_alone has decided to). */
+static __attribute__((noinline)) void trim_tiers(long delay) {
+  uint64_t now = hak_clock_ms();
+  uint64_t live[HAK_TRIM_TIERS] = {[HAK_TRIM_LARGE] = hak_large_live_bytes(),
+                                   [HAK_TRIM_SLICES] = hak_segments_used_bytes()};
+  for (int tier = 0; tier < HAK_TRIM_TIERS; tier++) {
+    struct trim_bound *b = &bounds[tier];
+    uint64_t bound = bound_now(b, now, delay), keep = live[tier] > bound ? live[tier] : bound, waiting;
+    bool trimmed = tier == HAK_TRIM_LARGE ? hak_large_trim(keep, &waiting) : hak_segments_trim(keep, &waiting);
+    if (trimmed) atomic_store_explicit(&b->trimmed_ms, now, memory_order_relaxed);
+    if (waiting > bound / 2) atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
+  }
 }
 
 bool hak_purger_trim_if_alone(void) {
   if (hak_opts.value[HAK_OPT_BACKGROUND_PURGE] != 2) return false;
   bool single = hak_single_threaded();
-  /* a program that has just created its first thread has no purger until its next allocation: its frees
-   * trim until then, or memory it frees before that allocation would wait for good */
-  if (!single && atomic_load_explicit(&purger.state, memory_order_acquire) == RUNNING) return false;
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  if (delay > 0) {
-    uint64_t now = hak_clock_ms();
-    uint64_t live[HAK_TRIM_TIERS] = {[HAK_TRIM_LARGE] = hak_large_live_bytes(),
-                                     [HAK_TRIM_SLICES] = hak_segments_used_bytes()};
-    for (int tier = 0; tier < HAK_TRIM_TIERS; tier++) {
-      uint64_t keep = bound_now(&bounds[tier], now, delay);
-      if (live[tier] > keep) keep = live[tier];
-      bool trimmed = tier == HAK_TRIM_LARGE ? hak_large_trim(keep) : hak_segments_trim(keep);
-      if (trimmed) atomic_store_explicit(&bounds[tier].trimmed_ms, now, memory_order_relaxed);
-    }
-  }
+  /* below the start size nothing can wait beyond a bound; a program that has just created its first
+   * thread has no purger until its next allocation: its frees trim until then, or memory it frees
+   * before that allocation would wait for good */
+  if (atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) > (int64_t)HAK_PURGER_START_BYTES &&
+      delay > 0 && (single || atomic_load_explicit(&purger.state, memory_order_acquire) != RUNNING))
+    trim_tiers(delay);
   return single;
 }
 

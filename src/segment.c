@@ -180,10 +180,9 @@ static uint64_t purge_due_of(const hak_segment *seg) {
 static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
   uint64_t bits = run_mask(at, n);
   uint64_t purged = bits & seg->purged_slices;
-  if (purged) {
-    hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
-    hak_purger_note_refault(HAK_TRIM_SLICES);
-  }
+  if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
+  if (bits & seg->trimmed_slices) hak_purger_note_refault(HAK_TRIM_SLICES);
+  seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
   hak_counter_add(&segs.used_slices, n);
@@ -383,16 +382,22 @@ uint64_t hak_segments_used_bytes(void) {
   return atomic_load_explicit(&segs.used_slices, memory_order_relaxed) << HAK_SLICE_SHIFT;
 }
 
-bool hak_segments_trim(uint64_t keep_bytes) {
-  if (atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed) << HAK_SLICE_SHIFT <= keep_bytes) return false;
+bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
+  *waiting = atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed) << HAK_SLICE_SHIFT;
+  if (*waiting <= keep_bytes) return false;
+  bool trimmed = false;
   pthread_mutex_lock(&segs.lock);
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
     if (pthread_mutex_trylock(&seg->slices_lock) != 0) continue; /* busy, or held by this thread's caller */
+    uint64_t waited = seg->dirty_slices;
     purge_locked(seg, 0, true);
+    waited &= seg->purged_slices;
+    seg->trimmed_slices |= waited;
+    trimmed |= waited != 0;
     pthread_mutex_unlock(&seg->slices_lock);
   }
   pthread_mutex_unlock(&segs.lock);
-  return true;
+  return trimmed;
 }
 
 void hak_segments_collect(bool force) {

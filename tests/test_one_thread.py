@@ -31,6 +31,14 @@ def test_trims_without_a_purger(run_program, variant, case):
     assert proc.returncode == 0 and f"{case}:" in proc.stdout, describe(proc)
 
 
+@pytest.mark.parametrize("variant", ["linked", "preload"])
+def test_unrelated_reuse_keeps_the_trim_bound(run_program, variant):
+    """Reusing memory that its deadline purged, not a trim, does not raise the trims' bound."""
+    env = {"HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_PURGE_DELAY_MS": "100", "HAKMEM_LARGE_CACHE_MB": "1024"}
+    proc = run_program("test_one_thread", variant, args=("unrelated-reuse", "100"), env=env, timeout=120)
+    assert proc.returncode == 0 and "unrelated-reuse:" in proc.stdout, describe(proc)
+
+
 @pytest.mark.parametrize("env", [{"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_BACKGROUND_PURGE": "off"},
                                  {"HAKMEM_PROFILE": "fast"},
                                  {"HAKMEM_PURGE_DELAY_MS": "0"}, {"HAKMEM_PURGE_DELAY_MS": "-1"},
