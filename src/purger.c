@@ -45,9 +45,9 @@
  * HAK_PURGER_START_BYTES, doubles (up to 1 GiB) when the tier takes back memory that a trim purged less
  * than a purge delay before (hak_purger_note_refault; memory its deadline purged does not count: a
  * review's program raised the bound at every burst that way), and halves for every ten delays in which
- * no trim found over half of it waiting. So memory freed in a burst
- * and then left alone stays resident up to the bound, not for good, while a program that frees and
- * allocates the same memory in cycles stops being trimmed after a cycle or two (a fixed 32 MiB made
+ * no trim found over half of it waiting. So memory freed in a burst and then left alone stays resident
+ * up to the bound, not for good, while a program that frees and allocates the same memory in cycles
+ * stops being trimmed after a cycle or two (a fixed 32 MiB made
  * cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no live term the lab's
  * `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). Trims also run in a program with threads
  * until the purger runs: memory freed between the first pthread_create and the next allocation waited
@@ -82,8 +82,8 @@ static bool idle_purging_on(void) {
   return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] != 0 && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] > 0;
 }
 
-/* Whether the frees trim instead of a thread: HAKMEM_BACKGROUND_PURGE=auto while the process has one
- * thread. Read before the options ask for idle purging at all. */
+/* Whether the purger must wait for a second thread: HAKMEM_BACKGROUND_PURGE=auto while the process has
+ * one thread. */
 static bool alone(void) { return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 2 && hak_single_threaded(); }
 
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
