@@ -1,10 +1,11 @@
 /* process_memory.h — what the reclaim tests read of their own process (resident memory, threads) and the
- * large burst they free (test_reclaim.c, test_one_thread.c). Header-only: static functions. The readers
+ * bursts of large and small blocks they free (test_reclaim.c, test_one_thread.c). Header-only: static functions. The readers
  * allocate nothing. */
 #ifndef PROCESS_MEMORY_H
 #define PROCESS_MEMORY_H
 
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -60,6 +61,24 @@ static int large_burst(void) {
     memset(p[i], 1, size);
   }
   for (int i = 0; i < 10; i++) free(p[i]);
+  return 0;
+}
+
+/* SMALL_BURST blocks of 1000 bytes, written, then freed (in a shuffled order if `shuffled`: pages then
+ * empty all over the heap's segments at once, not one segment after another); returns 0 on success. */
+enum { SMALL_BURST = 200000 };
+static void shuffle(char **items, int n);
+static int small_burst(bool shuffled) {
+  char **small = malloc(SMALL_BURST * sizeof *small);
+  if (small == NULL) return fprintf(stderr, "FAIL: malloc of the pointer array\n"), 1;
+  for (int i = 0; i < SMALL_BURST; i++) {
+    small[i] = malloc(1000);
+    if (small[i] == NULL) return fprintf(stderr, "FAIL: malloc(1000)\n"), 1;
+    memset(small[i], 2, 1000);
+  }
+  if (shuffled) shuffle(small, SMALL_BURST);
+  for (int i = 0; i < SMALL_BURST; i++) free(small[i]);
+  free(small);
   return 0;
 }
 

@@ -39,21 +39,19 @@
 #include "hakmem.h"
 #include "process_memory.h"
 
-enum { BUDGET_KIB = 32 << 10, NEWEST_KIB = 29 << 10, SMALL = 200000 };
+enum { BUDGET_KIB = 32 << 10, SMALL = SMALL_BURST };
 
-/* SMALL blocks of 1000 bytes, written, then freed in a shuffled order (so pages empty all over the heap's
- * segments at once, not one segment after another); returns 0 on success. */
-static int small_burst(void) {
-  char **small = malloc(SMALL * sizeof *small);
-  if (small == NULL) return fprintf(stderr, "FAIL: malloc of the pointer array\n"), 1;
-  for (int i = 0; i < SMALL; i++) {
-    small[i] = malloc(1000);
-    if (small[i] == NULL) return fprintf(stderr, "FAIL: malloc(1000)\n"), 1;
-    memset(small[i], 2, 1000);
-  }
-  shuffle(small, SMALL);
-  for (int i = 0; i < SMALL; i++) free(small[i]);
-  free(small);
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  nanosleep(&t, NULL);
+}
+
+/* Allocate `size` bytes, write them and free them; 0 on success. */
+static int touch_and_free(size_t size) {
+  char *p = malloc(size);
+  if (p == NULL) return fprintf(stderr, "FAIL: malloc of %zu bytes\n", size), 1;
+  memset(p, 1, size);
+  free(p);
   return 0;
 }
 
@@ -63,7 +61,7 @@ static int check_auto(void) {
   long start = rss_kib();
   if (large_burst() != 0) return 1;
   long after_large = rss_kib();
-  if (small_burst() != 0) return 1;
+  if (small_burst(true) != 0) return 1;
   long after_small = rss_kib();
   printf("auto: alone: %ld KiB resident at the start, %ld after the large burst's frees, %ld after the small "
          "one's; threads %d, single-threaded flag %d\n",
@@ -176,20 +174,12 @@ static int check_phases(void) {
   return 0;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 /* Bursts of ten 40 MiB blocks, written and freed, never reused; between them a 4 MiB block is allocated
  * and freed, its cached mapping purged by its deadline (the bursts come a purge delay and a half apart).
  * `delay_ms` is the purge delay in force. */
 static int check_unrelated_reuse(long delay_ms) {
   long start = rss_kib(), worst = 0;
-  char *buf = malloc(4 << 20);
-  if (buf == NULL) return fprintf(stderr, "FAIL unrelated-reuse: malloc\n"), 1;
-  memset(buf, 1, 4 << 20);
-  free(buf);
+  if (touch_and_free(4 << 20) != 0) return 1;
   for (int round = 0; round < 6; round++) {
     sleep_ms(delay_ms * 3 / 2);
     char *p[10];
@@ -201,10 +191,7 @@ static int check_unrelated_reuse(long delay_ms) {
     for (int i = 0; i < 10; i++) free(p[i]);
     long rss = rss_kib();
     if (rss - start > worst) worst = rss - start;
-    buf = malloc(4 << 20);
-    if (buf == NULL) return fprintf(stderr, "FAIL unrelated-reuse: malloc\n"), 1;
-    memset(buf, 1, 4 << 20);
-    free(buf);
+    if (touch_and_free(4 << 20) != 0) return 1;
   }
   printf("unrelated-reuse: at most %ld KiB more resident than at the start after a burst's frees; threads %d\n",
          worst, thread_count());
@@ -216,8 +203,7 @@ static int check_unrelated_reuse(long delay_ms) {
 
 static int check_off(void) {
   if (large_burst() != 0) return 1;
-  struct timespec wait = {0, 300 * 1000000L};
-  nanosleep(&wait, NULL);
+  sleep_ms(300);
   printf("off: threads %d after a 245 MiB burst\n", thread_count());
   if (thread_count() != 1) return fprintf(stderr, "FAIL off: a thread started\n"), 1;
   return 0;
@@ -225,7 +211,7 @@ static int check_off(void) {
 
 static int check_on(void) {
   if (large_burst() != 0) return 1;
-  free(malloc(1 << 20)); /* the purger starts on an allocation path */
+  if (touch_and_free(1 << 20) != 0) return 1; /* the purger starts on an allocation path */
   printf("on: threads %d after a 245 MiB burst\n", thread_count());
   if (thread_count() != 2) return fprintf(stderr, "FAIL on: no purger in a single-threaded program\n"), 1;
   return 0;

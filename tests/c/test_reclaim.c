@@ -592,26 +592,11 @@ static int check_deadline(void) {
 
 /* Both bursts in the calling process; 0 when their memory came back. `who` names the process. */
 static int bursts_then_sleep(const char *who) {
-  enum { LARGE = 10, SMALL = 200000 };
   const long limit_kib = 32 << 10;
-  static char *big[LARGE];
-  for (int i = 0; i < LARGE; i++) {
-    big[i] = malloc((size_t)(20 + i) << 20);
-    if (big[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc of %d MiB\n", 20 + i), 1;
-    memset(big[i], 1, (size_t)(20 + i) << 20);
-  }
-  for (int i = 0; i < LARGE; i++) free(big[i]);
+  if (large_burst() != 0) return 1;
   long cached = rss_kib();
   long after_large = sleep_until_rss(limit_kib, 3000);
-  char **small = malloc(SMALL * sizeof *small);
-  if (small == NULL) return fprintf(stderr, "FAIL asleep: malloc of the pointer array\n"), 1;
-  for (int i = 0; i < SMALL; i++) {
-    small[i] = malloc(1000);
-    if (small[i] == NULL) return fprintf(stderr, "FAIL asleep: malloc(1000)\n"), 1;
-    memset(small[i], 2, 1000);
-  }
-  for (int i = 0; i < SMALL; i++) free(small[i]);
-  free(small);
+  if (small_burst(false) != 0) return 1;
   long freed = rss_kib();
   long after_small = sleep_until_rss(limit_kib, 3000);
   printf("asleep: %s: large blocks freed %ld KiB resident, asleep %ld; small blocks freed %ld, asleep %ld; "
