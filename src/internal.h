@@ -356,9 +356,15 @@ void hak_heap_flush_counts(hak_heap *heap);
  * memory earlier). */
 #define HAK_EXTEND_BYTES ((size_t)16 << 10)
 
-/* Blocks one extension carves (while the page has that much room): HAK_EXTEND_BYTES worth, at least 4. */
+/* Blocks one extension carves (while the page has that much room): HAK_EXTEND_BYTES worth, at least 4.
+ * A fresh page's first extension of blocks up to an OS page carves only its first OS page, since carving
+ * writes every block: a thread that keeps a block or two of many classes then holds one OS page per class
+ * instead of four (1000 threads each keeping one block of each of 8 classes of 16 B-2 KiB: 150 -> 54 MB
+ * RSS; the lab A/B in docs/notes/2026-11-25-thread-footprint.md). */
 static inline uint32_t hak_page_extend_count(const hak_page *page) {
-  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / page->block_size);
+  uint32_t bs = page->block_size;
+  if (page->capacity == 0 && bs <= HAK_OS_PAGE) return (uint32_t)(HAK_OS_PAGE / bs);
+  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / bs);
   return n < 4 ? 4 : n;
 }
 /* Carve the next hak_page_extend_count() blocks (fewer at the page's end) onto `free`; false when the

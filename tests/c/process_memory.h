@@ -1,6 +1,7 @@
-/* process_memory.h — what the reclaim tests read of their own process (resident memory, threads) and the
- * bursts of large and small blocks they free (test_reclaim.c, test_one_thread.c). Header-only: static functions. The readers
- * allocate nothing. */
+/* process_memory.h — what the memory tests read of their own process (resident memory, threads) and the
+ * bursts of large and small blocks they free (test_reclaim.c, test_one_thread.c, thread_footprint.c).
+ * Header-only: static inline functions, since an includer may use only some. The readers allocate
+ * nothing. */
 #ifndef PROCESS_MEMORY_H
 #define PROCESS_MEMORY_H
 
@@ -13,7 +14,7 @@
 #include <time.h>
 #include <unistd.h>
 
-static long rss_kib(void) {
+static inline long rss_kib(void) {
   /* thread-self: once the main thread has left through pthread_exit, /proc/self/statm reads zeroes; no
    * stdio, which would allocate (heapless-left must not give its thread a heap) */
   char text[128];
@@ -29,7 +30,7 @@ static long rss_kib(void) {
 
 /* Threads in the process, from the Threads: line of /proc/thread-self/status; -1 if unreadable. Allocates
  * nothing: an allocation could start hakmem's purger while a test watches whether something else does. */
-static int thread_count(void) {
+static inline int thread_count(void) {
   char text[4096];
   int fd = open("/proc/thread-self/status", O_RDONLY);
   ssize_t n = fd >= 0 ? read(fd, text, sizeof text - 1) : -1;
@@ -41,7 +42,7 @@ static int thread_count(void) {
 }
 
 /* Sleep in steps of 50 ms until RSS is at most `limit_kib` or `max_ms` passed; the RSS reached. */
-static long sleep_until_rss(long limit_kib, int max_ms) {
+static inline long sleep_until_rss(long limit_kib, int max_ms) {
   long rss = rss_kib();
   for (int waited = 0; rss > limit_kib && waited < max_ms; waited += 50) {
     struct timespec step = {0, 50 * 1000000L};
@@ -52,7 +53,7 @@ static long sleep_until_rss(long limit_kib, int max_ms) {
 }
 
 /* A burst of large blocks (245 MiB), all live together, then all freed; returns 0 on success. */
-static int large_burst(void) {
+static inline int large_burst(void) {
   char *p[10];
   for (int i = 0; i < 10; i++) {
     size_t size = (size_t)(20 + i) << 20;
@@ -67,8 +68,8 @@ static int large_burst(void) {
 /* SMALL_BURST blocks of 1000 bytes, written, then freed (in a shuffled order if `shuffled`: pages then
  * empty all over the heap's segments at once, not one segment after another); returns 0 on success. */
 enum { SMALL_BURST = 200000 };
-static void shuffle(char **items, int n);
-static int small_burst(bool shuffled) {
+static inline void shuffle(char **items, int n);
+static inline int small_burst(bool shuffled) {
   char **small = malloc(SMALL_BURST * sizeof *small);
   if (small == NULL) return fprintf(stderr, "FAIL: malloc of the pointer array\n"), 1;
   for (int i = 0; i < SMALL_BURST; i++) {
@@ -83,7 +84,7 @@ static int small_burst(bool shuffled) {
 }
 
 /* Shuffle `n` pointers in a fixed pseudo-random order (xorshift64, the same seed every run). */
-static void shuffle(char **items, int n) {
+static inline void shuffle(char **items, int n) {
   uint64_t x = 88172645463325252ull;
   for (int i = n - 1; i > 0; i--) {
     x ^= x << 13;
