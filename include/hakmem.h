@@ -150,10 +150,13 @@ void hak_stats_print(FILE *out);
  *  allocator; hak_option_set changes it later. The README has the table with defaults. */
 enum hak_option {
   HAK_OPT_STATS = 0,       /**< HAKMEM_STATS: 1 = print statistics to stderr at exit (default 0) */
-  HAK_OPT_VERBOSE,         /**< HAKMEM_VERBOSE: 0 silent, 1 warnings, 2 also the options in force and
-                                a line per mallopt call */
+  HAK_OPT_VERBOSE,         /**< HAKMEM_VERBOSE: 0 silent, 1 warnings, 2 also the options in force (one
+                                line at start: "hakmem: options: HAKMEM_STATS=0 ...") and a line per
+                                mallopt call */
   HAK_OPT_PROFILE,         /**< HAKMEM_PROFILE: 0 fast, 1 balanced (default), 2 lean; sets the defaults of
-                                the options below; names fast|balanced|lean in the environment */
+                                the options below (hak_option_set too: every option not given a value
+                                by the environment or hak_option_set takes the new profile's); names
+                                fast|balanced|lean in the environment */
   HAK_OPT_PURGE_DELAY_MS,  /**< HAKMEM_PURGE_DELAY_MS: how long free memory stays committed before it is
                                 returned to the OS; -1 never, 0 at once */
   HAK_OPT_PURGE_MODE,      /**< HAKMEM_PURGE_MODE: 0 = MADV_DONTNEED (RSS drops at once), 1 = MADV_FREE */
@@ -232,8 +235,11 @@ struct hak_region_config {
   bool eager_return;               /**< true: hak_region_free returns the pages to the OS at once (a
                                         region the kernel refuses, e.g. with mlock'd pages, is counted in
                                         release_errors and stays committed, not retried until reused) */
-  size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache; lowering it
-                                        moves what caches hold above the new limit to the global pools */
+  size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache (default 64
+                                        MiB); lowering it moves what caches hold above the new limit to
+                                        the global pools. The background thread does not release what
+                                        caches hold: it stays committed until its thread reuses it or
+                                        exits, or hak_collect(true) */
   uint32_t growth_dampener;        /**< a new area holds max(1, regions_in_class >> dampener) regions */
   bool huge_pages;                 /**< ask for transparent huge pages on areas */
 };

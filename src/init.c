@@ -50,6 +50,7 @@ static void fork_parent(void) {
 }
 
 static void fork_child(void) {
+  hak_os_note_mlockall(0); /* the kernel does not let a child inherit mlockall(MCL_FUTURE) */
   hak_purger_after_fork_child();
   hak_large_after_fork_child();
   hak_segments_after_fork_child();
@@ -83,7 +84,7 @@ void hak_init(void) {
     pthread_atfork(fork_prepare, fork_parent, fork_child); /* may allocate: this thread's malloc goes ahead */
     tls_initializing = false;
     atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
-    if (hak_opts.value[HAK_OPT_VERBOSE] >= 2) hak_stats_print(NULL);
+    if (hak_opts.value[HAK_OPT_VERBOSE] >= 2) hak_options_print();
     return;
   }
   while (atomic_load_explicit(&init_state, memory_order_acquire) != INIT_DONE) sched_yield();

@@ -205,6 +205,8 @@ typedef struct hak_segment {
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
   uint64_t purged_slices;            /* free slices returned to the OS */
+  uint64_t read_only_slices;         /* purged slices that are read-only zero memory (hak_os_decommit, or
+                                        never made writable): a page must commit them first */
   uint64_t trimmed_slices;           /* purged slices that a trim purged (hak_segments_trim) */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
@@ -275,6 +277,8 @@ typedef struct hak_options {
 } hak_options;
 extern hak_options hak_opts;
 void hak_options_init(void);
+/* One line on stderr with every option's value in force (HAKMEM_VERBOSE=2, at start). */
+void hak_options_print(void);
 /* Symbolic name of an option's value ("balanced"...), or NULL if it has none. */
 const char *hak_option_value_name(enum hak_option option, long value);
 

@@ -93,6 +93,21 @@ static bool parse_value(const struct option_spec *s, const char *text, long *out
   return true;
 }
 
+/* Options given a value by the environment or hak_option_set: a profile set later leaves them alone. */
+static _Atomic uint32_t explicitly_set;
+
+static void mark_explicit(enum hak_option opt) {
+  atomic_fetch_or_explicit(&explicitly_set, (uint32_t)1 << opt, memory_order_relaxed);
+}
+
+/* The presets of `profile` for every option not set explicitly. */
+static void apply_profile(long profile) {
+  uint32_t explicit_mask = atomic_load_explicit(&explicitly_set, memory_order_relaxed);
+  for (int i = 0; i < HAK_OPT_COUNT; i++)
+    if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE && !(explicit_mask & ((uint32_t)1 << i)))
+      hak_opts.value[i] = specs[i].preset[profile];
+}
+
 static void read_env(enum hak_option opt) {
   const struct option_spec *s = &specs[opt];
   const char *env = s->env, *text = secure_getenv(env);
@@ -104,6 +119,7 @@ static void read_env(enum hak_option opt) {
   long v;
   if (parse_value(s, text, &v)) {
     hak_opts.value[opt] = v;
+    mark_explicit(opt);
   } else {
     warn_value(s, env, text, hak_opts.value[opt]);
   }
@@ -114,9 +130,7 @@ void hak_options_init(void) {
   hak_opts.value[HAK_OPT_VERBOSE] = 1;
   read_env(HAK_OPT_VERBOSE);
   read_env(HAK_OPT_PROFILE);
-  long profile = hak_opts.value[HAK_OPT_PROFILE];
-  for (int i = 0; i < HAK_OPT_COUNT; i++)
-    if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) hak_opts.value[i] = specs[i].preset[profile];
+  apply_profile(hak_opts.value[HAK_OPT_PROFILE]);
   for (int i = 0; i < HAK_OPT_COUNT; i++)
     if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) read_env((enum hak_option)i);
   const char *secure = secure_getenv("HAKMEM_SECURE");
@@ -139,7 +153,30 @@ HAK_API int hak_option_set(enum hak_option option, long value) {
   const struct option_spec *s = &specs[option];
   if (value < s->min || value > s->max) return EINVAL;
   hak_opts.value[option] = value;
+  if (option == HAK_OPT_PROFILE) apply_profile(value);
+  else mark_explicit(option);
   return 0;
+}
+
+void hak_options_print(void) {
+  char line[64 * HAK_OPT_COUNT];
+  size_t n = 0;
+#define PUT(str) for (const char *c_ = (str); *c_ && n < sizeof line - 32; c_++) line[n++] = *c_
+  PUT("hakmem: options:");
+  for (int i = 0; i < HAK_OPT_COUNT; i++) {
+    long v = hak_opts.value[i];
+    PUT(" ");
+    PUT(specs[i].env);
+    PUT("=");
+    if (v >= 0 && v <= 2 && specs[i].names[v] != NULL) {
+      PUT(specs[i].names[v]);
+    } else {
+      n += fmt_long(line + n, v);
+    }
+  }
+  line[n++] = '\n';
+#undef PUT
+  hak_warn_raw(line, n);
 }
 
 HAK_API const char *hak_option_name(enum hak_option option) {

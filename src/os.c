@@ -1,6 +1,7 @@
 /* os.c — mmap/munmap/madvise/mremap wrappers with call counters and aligned mapping. See os.h. */
 #include "os.h"
 
+#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -27,10 +28,10 @@ static void count_commit(int64_t delta) {
 /* `reserve`: MAP_NORESERVE, for address space reserved ahead of use (region areas). Without it the kernel's
  * overcommit check sees the mapping, so a request no machine could back fails with ENOMEM, as under glibc,
  * instead of returning memory that kills the process when touched (a review: malloc of 1 TiB succeeded). */
-static void *raw_map(void *hint, size_t size, bool reserve) {
+static void *raw_map(void *hint, size_t size, bool reserve, int prot) {
   atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
   int flags = MAP_PRIVATE | MAP_ANONYMOUS | (reserve ? MAP_NORESERVE : 0);
-  void *p = mmap(hint, size, PROT_READ | PROT_WRITE, flags, -1, 0);
+  void *p = mmap(hint, size, prot, flags, -1, 0);
   return p == MAP_FAILED ? NULL : p;
 }
 
@@ -40,19 +41,20 @@ static void raw_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
-static void *hinted_map(size_t size, size_t align, bool reserve) {
+static void *hinted_map(size_t size, size_t align, bool reserve, int prot) {
   size_t step = (size + align - 1) & ~(align - 1);
   uintptr_t hint = atomic_fetch_add_explicit(&hint_next, step, memory_order_relaxed);
   hint = (hint + align - 1) & ~(uintptr_t)(align - 1);
   if (hint + size > HINT_END) return NULL;
-  void *p = raw_map((void *)hint, size, reserve);
+  void *p = raw_map((void *)hint, size, reserve, prot);
   if (p == NULL) return NULL;
   if (((uintptr_t)p & (align - 1)) == 0) return p;
   raw_unmap(p, size);
   return NULL;
 }
 
-static void *map_aligned(size_t used, size_t guard, size_t align, bool huge, bool reserve) {
+/* `prot` PROT_READ: the read-only mappings of hak_os_map_guarded_read_only, not counted as committed. */
+static void *map_aligned(size_t used, size_t guard, size_t align, bool huge, bool reserve, int prot) {
   size_t size = used + guard;
   if (used == 0 || size < used || size > ((size_t)1 << 46)) {
     errno = ENOMEM;
@@ -61,16 +63,16 @@ static void *map_aligned(size_t used, size_t guard, size_t align, bool huge, boo
   int saved = errno; /* a refused hint must not change errno of a call that succeeds */
   void *p = NULL;
   if (align <= HAK_OS_PAGE) {
-    p = raw_map(NULL, size, reserve);
+    p = raw_map(NULL, size, reserve, prot);
   } else {
-    p = hinted_map(size, align, reserve);
+    p = hinted_map(size, align, reserve, prot);
     if (p == NULL) {
       size_t over = size + align;
       if (over < size) {
         errno = ENOMEM;
         return NULL;
       }
-      uint8_t *raw = raw_map(NULL, over, reserve);
+      uint8_t *raw = raw_map(NULL, over, reserve, prot);
       if (raw == NULL) return NULL;
       uint8_t *aligned = (uint8_t *)(((uintptr_t)raw + align - 1) & ~(uintptr_t)(align - 1));
       raw_unmap(raw, (size_t)(aligned - raw));
@@ -82,17 +84,58 @@ static void *map_aligned(size_t used, size_t guard, size_t align, bool huge, boo
   errno = saved;
   if (huge) hak_os_advise(p, used, MADV_HUGEPAGE);
   atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
-  count_commit((int64_t)used);
+  if (prot & PROT_WRITE) count_commit((int64_t)used);
   return p;
 }
 
+#define PROT_RW (PROT_READ | PROT_WRITE)
+
 void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge) {
-  return map_aligned(used, guard, align, huge, false);
+  return map_aligned(used, guard, align, huge, false, PROT_RW);
 }
 
-void *hak_os_map(size_t size, size_t align, bool huge) { return map_aligned(size, 0, align, huge, false); }
+void *hak_os_map(size_t size, size_t align, bool huge) { return map_aligned(size, 0, align, huge, false, PROT_RW); }
 
-void *hak_os_reserve(size_t size, size_t align, bool huge) { return map_aligned(size, 0, align, huge, true); }
+void *hak_os_reserve(size_t size, size_t align, bool huge) {
+  return map_aligned(size, 0, align, huge, true, PROT_RW);
+}
+
+void *hak_os_map_guarded_read_only(size_t used, size_t guard, size_t align) {
+  return map_aligned(used, guard, align, false, false, PROT_READ);
+}
+
+/* Set by the program's mlockall(MCL_FUTURE) (without MCL_ONFAULT), cleared by munlockall, another
+ * mlockall without MCL_FUTURE, and in a forked child, which the kernel does not let inherit it. */
+static _Atomic bool populates_mappings;
+
+void hak_os_note_mlockall(int flags) {
+  atomic_store_explicit(&populates_mappings, (flags & MCL_FUTURE) && !(flags & MCL_ONFAULT), memory_order_relaxed);
+}
+
+bool hak_os_mappings_populated(void) { return atomic_load_explicit(&populates_mappings, memory_order_relaxed); }
+
+int hak_os_commit(void *addr, size_t size) {
+  atomic_fetch_add_explicit(&hak_os_counters.mprotect_calls, 1, memory_order_relaxed);
+  int saved = errno;
+  if (mprotect(addr, size, PROT_RW) != 0) {
+    int err = errno;
+    errno = saved;
+    return err;
+  }
+  return 0;
+}
+
+int hak_os_decommit(void *addr, size_t size) {
+  atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
+  int saved = errno;
+  if (mmap(addr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
+    int err = errno;
+    errno = saved;
+    return err;
+  }
+  count_commit(-(int64_t)size);
+  return 0;
+}
 
 void hak_os_unmap_guarded(void *addr, size_t used, size_t guard, bool committed) {
   raw_unmap(addr, used + guard);
@@ -140,7 +183,21 @@ uint64_t hak_clock_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
+/* A background thread runs hakmem's code whenever it wakes, so the shared object holding it must never
+ * be unloaded from then on: a plugin that embeds hakmem (the Rust crate in a cdylib) crashed its host at
+ * the region release thread's first wake-up after dlclose (tests/test_early_init.py). RTLD_NODELETE on
+ * the object already loaded, once, when the first such thread starts (dlopen allocates: at init it would
+ * leave blocks live in a program that never needed it). In a static program dladdr names the executable. */
+static void pin_own_object(void) {
+  static _Atomic bool pinned;
+  if (atomic_exchange_explicit(&pinned, true, memory_order_relaxed)) return;
+  Dl_info info;
+  if (dladdr((void *)&pin_own_object, &info) != 0 && info.dli_fname != NULL)
+    dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+
 int hak_os_thread_start(void *(*main)(void *)) {
+  pin_own_object();
   pthread_attr_t attr;
   pthread_t th;
   sigset_t all, old;

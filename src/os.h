@@ -32,6 +32,23 @@ void *hak_os_reserve(size_t size, size_t align, bool huge);
 /** hak_os_map of `used` + `guard` bytes where the last `guard` bytes are never touched: mapped, but not
  *  counted as committed (the huge-page hint covers `used` only). */
 void *hak_os_map_guarded(size_t used, size_t guard, size_t align, bool huge);
+/** Record the flags of a successful mlockall (0 for munlockall; the interposed calls in
+ *  override_mlock.c). Since mlockall(MCL_FUTURE) without MCL_ONFAULT the kernel populates and locks every
+ *  new writable mapping whole, so segments are then mapped read-only and made writable a page at a time
+ *  (hak_os_mappings_populated). */
+void hak_os_note_mlockall(int flags);
+/** Whether new writable mappings are populated whole when mapped (mlockall(MCL_FUTURE) is in force). */
+bool hak_os_mappings_populated(void);
+/** hak_os_map_guarded, but read-only and counted as not committed: reads see zeroes and cost no memory
+ *  (even under mlockall, which maps the shared zero page), and hak_os_commit makes parts writable. */
+void *hak_os_map_guarded_read_only(size_t used, size_t guard, size_t align);
+/** Make [addr, addr+size) of a mapping writable (mprotect; under mlockall(MCL_FUTURE) this populates and
+ *  locks it). Not counted: the caller counts the range committed again (hak_os_recommit), as after a
+ *  purge. Returns 0 or the errno of mprotect (ENOMEM, or EAGAIN over the locked-memory limit). */
+int hak_os_commit(void *addr, size_t size);
+/** Replace [addr, addr+size) by fresh read-only zero memory (mmap MAP_FIXED), releasing its pages even
+ *  when they are locked, where madvise fails; counted as no longer committed. Returns 0 or errno. */
+int hak_os_decommit(void *addr, size_t size);
 /** Unmap a range obtained from hak_os_map (or part of one). `committed` says whether it was still
  *  counted as committed. */
 void hak_os_unmap(void *addr, size_t size, bool committed);

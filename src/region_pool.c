@@ -227,8 +227,15 @@ struct hak_rslot *hak_rpool_refill(uint32_t c, uint32_t dampener, bool huge) {
   if (n > HAK_REGION_MAX / cb) n = HAK_REGION_MAX / cb;
   struct hak_rarea *a = area_meta_get();
   if (a == NULL) return NULL;
+  /* an area of fewer regions when the kernel refuses the whole one (RLIMIT_AS, strict overcommit): a
+   * single region that still fits must not fail for want of room for the growth step */
   size_t bytes = (size_t)n * cb;
   uint8_t *base = hak_os_reserve(bytes, HAK_REGION_MIN, huge);
+  while (base == NULL && n > 1) {
+    n /= 2;
+    bytes = (size_t)n * cb;
+    base = hak_os_reserve(bytes, HAK_REGION_MIN, huge);
+  }
   if (base == NULL) {
     area_meta_put(a);
     return NULL;

@@ -103,11 +103,33 @@ static void disown(hak_heap *heap, hak_segment *seg) {
   atomic_store_explicit(&seg->owner, NULL, memory_order_release);
 }
 
+/* A segment counts as committed but for its purged slices. Uncounted before the unmap: threads exiting
+ * together wait in munmap for each other, and what they still counted added up to a false peak. */
+static void uncount_and_unmap(hak_segment *seg) {
+  hak_os_uncommit(HAK_SEGMENT_SIZE - ((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT));
+  hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, false);
+}
+
+/* Under mlockall(MCL_FUTURE) a writable mapping would be populated and locked whole: the segment is
+ * mapped read-only instead, its header slice made writable, and each page's slices when it takes them
+ * (take_page). Its slices count as purged until then. */
 static hak_segment *segment_map(void) {
-  hak_segment *seg = hak_os_map_guarded(HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE, false);
+  bool sparse = hak_os_mappings_populated();
+  hak_segment *seg = sparse ? hak_os_map_guarded_read_only(HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE)
+                            : hak_os_map_guarded(HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, HAK_SEGMENT_SIZE, false);
   if (seg == NULL) return NULL;
+  if (sparse) {
+    int err = hak_os_commit(seg, HAK_SLICE_SIZE);
+    if (err != 0) {
+      hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, false);
+      errno = err == EAGAIN ? ENOMEM : err;
+      return NULL;
+    }
+    hak_os_recommit(HAK_SLICE_SIZE); /* committed: the header; the other slices count as purged */
+    seg->purged_slices = seg->read_only_slices = ~(uint64_t)1;
+  }
   if (!hak_pagemap_set(seg, seg)) {
-    hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, true);
+    uncount_and_unmap(seg);
     return NULL;
   }
   seg->kind = HAK_KIND_SEGMENT;
@@ -132,22 +154,30 @@ static void segment_unmap(hak_segment *seg) {
   if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   pthread_mutex_unlock(&segs.lock);
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(seg->dirty_slices));
-  /* the whole segment was counted as committed when mapped, purged slices were uncounted since */
-  hak_os_recommit((size_t)__builtin_popcountll(seg->purged_slices) << HAK_SLICE_SHIFT);
   hak_pagemap_set(seg, NULL);
-  hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, true);
+  uncount_and_unmap(seg);
 }
 
-/* Return the free slices in `slices` to the OS, a system call per contiguous run (slices_lock held). */
+/* Return the free slices in `slices` to the OS, a system call per contiguous run (slices_lock held).
+ * Locked memory (mlockall, mlock), where madvise fails with EINVAL, is replaced by read-only zero memory
+ * instead, and so is every purge while segments are mapped read-only (hak_os_mappings_populated). */
 static void purge_slices(hak_segment *seg, uint64_t slices) {
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
+  bool locked = hak_os_mappings_populated();
   while (slices) {
     unsigned at = (unsigned)__builtin_ctzll(slices);
-    uint64_t run = ~(slices >> at);
+    uint64_t run = ~(slices >> at), bits;
     unsigned n = run ? (unsigned)__builtin_ctzll(run) : 64 - at;
-    if (hak_os_purge((uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT), (size_t)n << HAK_SLICE_SHIFT, lazy) == 0)
-      seg->purged_slices |= run_mask(at, n);
-    slices &= ~run_mask(at, n);
+    bits = run_mask(at, n);
+    void *start = (uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT);
+    size_t bytes = (size_t)n << HAK_SLICE_SHIFT;
+    int err = locked ? EINVAL : hak_os_purge(start, bytes, lazy);
+    if (err == EINVAL && hak_os_decommit(start, bytes) == 0) {
+      seg->read_only_slices |= bits;
+      err = 0;
+    }
+    if (err == 0) seg->purged_slices |= bits;
+    slices &= ~bits;
   }
 }
 
@@ -179,6 +209,15 @@ static uint64_t purge_due_of(const hak_segment *seg) {
 /* A page of class `cls` on slices at..at+n of `seg` (slices_lock held). */
 static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
   uint64_t bits = run_mask(at, n);
+  uint64_t read_only = bits & seg->read_only_slices;
+  if (read_only != 0) { /* the run's slices are all free, so its read-only ones are one mprotect away */
+    int err = hak_os_commit((uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT), (size_t)n << HAK_SLICE_SHIFT);
+    if (err != 0) {
+      errno = err == EAGAIN ? ENOMEM : err; /* over the locked-memory limit: out of memory, as glibc says */
+      return NULL;
+    }
+    seg->read_only_slices &= ~bits; /* and they are counted committed below, as purged slices */
+  }
   uint64_t purged = bits & seg->purged_slices;
   if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
   if (bits & seg->trimmed_slices) hak_purger_note_refault(HAK_TRIM_SLICES);

@@ -107,6 +107,17 @@ def test_malformed_option_value_warns_once(test_binary, run_plain):
         f"the warning does not name the value used ({used}): {lines[0]!r}"
 
 
+def test_verbose_prints_the_options_in_force(test_binary, run_plain):
+    """HAKMEM_VERBOSE=2 prints one line at start with every option's value, symbolic where it has names."""
+    env = {"HAKMEM_VERBOSE": "2", "HAKMEM_PURGE_MODE": "free", "HAKMEM_LARGE_CACHE_MB": "7", "HAKMEM_PROFILE": "lean"}
+    _, proc = read_options(test_binary, run_plain, env)
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("hakmem: options:")]
+    assert len(lines) == 1, describe(proc)
+    for setting in ("HAKMEM_PURGE_MODE=free", "HAKMEM_LARGE_CACHE_MB=7", "HAKMEM_PROFILE=lean", "HAKMEM_VERBOSE=2",
+                    "HAKMEM_PURGE_DELAY_MS=10", "HAKMEM_BACKGROUND_PURGE=auto", "HAKMEM_DRAIN_INTERVAL=8"):
+        assert f" {setting}" in lines[0], f"{setting} missing: {lines[0]!r}"
+
+
 def test_long_malformed_option_value_keeps_the_warning_whole(test_binary, run_plain):
     """A value of thousands of characters is shown cut at 64 with "...", and the line still ends with the
     range and the value used (it used to lose them once the value passed about 270 characters)."""

@@ -49,3 +49,12 @@ def test_linked_program_with_preloaded_constructor(run_plain, test_binary):
 def test_dlopen_library_allocates(run_program, test_binary, variant):
     proc = run_program("dlopen_host", variant, args=[test_binary("dlopen_lib_alloc", "so")])
     expect_ok(proc, "glibc" if variant == "glibc" else "hakmem")
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_unloaded_plugin_embedding_hakmem_leaves_the_host_alive(run_program, test_binary, variant):
+    """A plugin with hakmem compiled in (as the Rust crate embeds it) starts the region release thread and is
+    unloaded: hakmem pins its object (RTLD_NODELETE), so the thread's next wake-up still finds its code (the
+    host died with SIGSEGV; on glibc every time, with hakmem as the host's allocator not)."""
+    proc = run_program("embed_host", variant, args=[test_binary("embed_lib_regions", "so")], timeout=60)
+    assert proc.returncode == 0 and "host survived" in proc.stdout, describe(proc)

@@ -116,6 +116,17 @@ static void check_options(void) {
           H.option_get(o), cases[i].bad);
     CHECK_EQ(H.option_set(o, saved), 0, "restoring an option");
   }
+
+  /* A profile set at run time gives its presets to the options nothing set: HAKMEM_HUGE_PAGES is 1 in the
+   * fast profile, 0 in the others; HAKMEM_LARGE_CACHE_MB, set above, keeps its value. */
+  if (getenv("HAKMEM_HUGE_PAGES") == NULL) {
+    long profile = H.option_get(HAK_OPT_PROFILE), cache = H.option_get(HAK_OPT_LARGE_CACHE_MB);
+    CHECK_EQ(H.option_set(HAK_OPT_PROFILE, 0), 0, "hak_option_set(PROFILE, fast)");
+    CHECK_EQ(H.option_get(HAK_OPT_HUGE_PAGES), 1, "HUGE_PAGES after a set of the fast profile");
+    CHECK_EQ(H.option_get(HAK_OPT_LARGE_CACHE_MB), cache, "LARGE_CACHE_MB, set explicitly, after a profile set");
+    CHECK_EQ(H.option_set(HAK_OPT_PROFILE, profile), 0, "restoring the profile");
+    CHECK_EQ(H.option_get(HAK_OPT_HUGE_PAGES), profile == 0 ? 1 : 0, "HUGE_PAGES after the profile's restore");
+  }
 }
 
 /* ---- large tier from one thread, then from several ---------------------------------------------- */
@@ -572,7 +583,11 @@ static void check_slow_paths(void) {
   unsigned long long slow_allocs = s1.slow_allocs - s0.slow_allocs, slow_frees = s1.slow_frees - s0.slow_frees;
   CHECK(slow_allocs >= ROUNDS, "%llu slow allocations in %d rounds that each drain at least one page",
         slow_allocs, ROUNDS);
-  CHECK(slow_frees < ROUNDS / 4, "%llu slow frees in %d rounds of frees into pages that ran dry", slow_frees,
+  /* Sending dry pages to the full list cost about one slow free per page per round (some 300). Since
+   * hakmem's first background thread pins its object with dlopen, whose allocations land in the class's
+   * pages before this check, the set no longer starts on a page boundary and it takes about one per round
+   * (104; 0 without the dlopen): the bound lies between the two. */
+  CHECK(slow_frees < ROUNDS * 3 / 2, "%llu slow frees in %d rounds of frees into pages that ran dry", slow_frees,
         ROUNDS);
   for (int i = 0; i < N; i++) free(blocks[i]);
 }

@@ -606,7 +606,35 @@ static void test_enomem(void) {
   int status = 0;
   CHECK_EQ(waitpid(pid, &status, 0), pid);
   CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "ENOMEM child: status %d", status);
-  printf("ok ENOMEM: an allocation the OS refuses returns ENOMEM\n");
+
+  /* Under an address-space limit, live 64 MiB regions until ENOMEM: by then not even one more fits (a
+   * class's growth step asked for several regions at once and failed while one still fitted). */
+  pid = fork();
+  CHECK(pid >= 0, "fork failed");
+  if (pid == 0) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    size_t pages = 0;
+    if (f == NULL || fscanf(f, "%zu", &pages) != 1) _exit(5);
+    fclose(f);
+    rlim_t limit = (rlim_t)pages * 4096 + ((rlim_t)1 << 30);
+    struct rlimit lim = {limit, limit};
+    if (setrlimit(RLIMIT_AS, &lim) != 0) _exit(3);
+    static struct hak_region live[64];
+    const size_t bytes = (size_t)64 * MIB;
+    int n = 0, rc = 0;
+    while (n < 64 && (rc = hak_region_alloc(bytes, &live[n])) == 0) n++;
+    if (rc != ENOMEM) _exit(6);
+    void *room = mmap(NULL, bytes + 2 * MIB, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                      -1, 0);
+    if (room != MAP_FAILED) {
+      printf("ENOMEM after %d regions of 64 MiB while 66 MiB could still be mapped\n", n);
+      _exit(7);
+    }
+    _exit(0);
+  }
+  CHECK_EQ(waitpid(pid, &status, 0), pid);
+  CHECK(WIFEXITED(status) && WEXITSTATUS(status) == 0, "address-space limit child: status %d", status);
+  printf("ok ENOMEM: an allocation the OS refuses returns ENOMEM, only once no region fits\n");
 }
 
 static void test_fork(void) {
