@@ -29,10 +29,10 @@ $(BUILD)/obj-secure/%.o: src/%.c $(HDRS) Makefile
 	$(CC) $(CFLAGS_BASE) $(CFLAGS) -DHAK_SECURE=1 -c $< -o $@
 
 $(BUILD)/libhakmem.so: $(OBJS)
-	$(CC) -shared -Wl,-soname,libhakmem.so -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libhakmem.so -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libhakmem-secure.so: $(SOBJS)
-	$(CC) -shared -Wl,-soname,libhakmem-secure.so -Wl,-z,now -Wl,--no-undefined -o $@ $^ $(LDLIBS)
+	$(CC) -shared -Wl,-soname,libhakmem-secure.so -Wl,-z,now -Wl,-z,nodelete -Wl,--no-undefined -o $@ $^ $(LDLIBS)
 
 $(BUILD)/libhakmem.a: $(OBJS)
 	rm -f $@ && ar rcs $@ $^

@@ -3,6 +3,7 @@
  * is lazy and re-entrant: the first malloc may come from the dynamic loader, a constructor of another
  * library, dlsym or a thread-exit destructor. Nothing here allocates but pthread_atfork, whose malloc the
  * initialising thread lets through. */
+#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -49,6 +50,26 @@ static void fork_parent(void) {
   hak_heaps_unlock();
 }
 
+#if HAK_NO_OVERRIDE
+/* hakmem's background threads (the purger, the region release) and its thread-exit destructors run its
+ * code whenever they come, so the object holding it must stay loaded: a plugin embedding hakmem (the Rust
+ * crate in a cdylib) crashed its host at the region release thread's first wake-up after dlclose
+ * (tests/test_early_init.py). libhakmem.so is linked -z nodelete; an embedded copy (built with
+ * HAK_NO_OVERRIDE) pins its object here, at initialisation, which its constructor runs inside the
+ * dlopen that loads it: the loader's lock is this thread's already. (Pinning when the first background
+ * thread starts deadlocked a malloc that waited for that lock while a constructor holding it joined the
+ * malloc's thread: a review's finding.) dlopen and dladdr are weak: a static program has neither. */
+#pragma weak dlopen
+#pragma weak dladdr
+static void pin_own_object(void) {
+  Dl_info info;
+  if (dlopen != NULL && dladdr != NULL && dladdr((void *)&pin_own_object, &info) != 0 && info.dli_fname != NULL)
+    dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
+}
+#else
+static void pin_own_object(void) {}
+#endif
+
 static void fork_child(void) {
   hak_os_note_mlockall(0); /* the kernel does not let a child inherit mlockall(MCL_FUTURE) */
   hak_purger_after_fork_child();
@@ -82,6 +103,7 @@ void hak_init(void) {
      * could hold a lock of ours while a third one forks, and the child would inherit it held. */
     tls_initializing = true;
     pthread_atfork(fork_prepare, fork_parent, fork_child); /* may allocate: this thread's malloc goes ahead */
+    pin_own_object();                                      /* may allocate too (dlopen) */
     tls_initializing = false;
     atomic_store_explicit(&init_state, INIT_DONE, memory_order_release);
     if (hak_opts.value[HAK_OPT_VERBOSE] >= 2) hak_options_print();

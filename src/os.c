@@ -1,7 +1,6 @@
 /* os.c — mmap/munmap/madvise/mremap wrappers with call counters and aligned mapping. See os.h. */
 #include "os.h"
 
-#include <dlfcn.h>
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -183,21 +182,7 @@ uint64_t hak_clock_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-/* A background thread runs hakmem's code whenever it wakes, so the shared object holding it must never
- * be unloaded from then on: a plugin that embeds hakmem (the Rust crate in a cdylib) crashed its host at
- * the region release thread's first wake-up after dlclose (tests/test_early_init.py). RTLD_NODELETE on
- * the object already loaded, once, when the first such thread starts (dlopen allocates: at init it would
- * leave blocks live in a program that never needed it). In a static program dladdr names the executable. */
-static void pin_own_object(void) {
-  static _Atomic bool pinned;
-  if (atomic_exchange_explicit(&pinned, true, memory_order_relaxed)) return;
-  Dl_info info;
-  if (dladdr((void *)&pin_own_object, &info) != 0 && info.dli_fname != NULL)
-    dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_NODELETE);
-}
-
 int hak_os_thread_start(void *(*main)(void *)) {
-  pin_own_object();
   pthread_attr_t attr;
   pthread_t th;
   sigset_t all, old;

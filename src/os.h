@@ -42,9 +42,10 @@ bool hak_os_mappings_populated(void);
 /** hak_os_map_guarded, but read-only and counted as not committed: reads see zeroes and cost no memory
  *  (even under mlockall, which maps the shared zero page), and hak_os_commit makes parts writable. */
 void *hak_os_map_guarded_read_only(size_t used, size_t guard, size_t align);
-/** Make [addr, addr+size) of a mapping writable (mprotect; under mlockall(MCL_FUTURE) this populates and
- *  locks it). Not counted: the caller counts the range committed again (hak_os_recommit), as after a
- *  purge. Returns 0 or the errno of mprotect (ENOMEM, or EAGAIN over the locked-memory limit). */
+/** Make [addr, addr+size) of a mapping writable (mprotect; under mlockall(MCL_FUTURE) this populates it,
+ *  the mapping being locked already: the kernel charges a locked mapping to RLIMIT_MEMLOCK whole, read-only
+ *  or not). Not counted: the caller counts the range committed again (hak_os_recommit), as after a purge.
+ *  Returns 0 or the errno of mprotect (ENOMEM). */
 int hak_os_commit(void *addr, size_t size);
 /** Replace [addr, addr+size) by fresh read-only zero memory (mmap MAP_FIXED), releasing its pages even
  *  when they are locked, where madvise fails; counted as no longer committed. Returns 0 or errno. */
@@ -72,8 +73,7 @@ void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target);
  *  purge delay needs. */
 uint64_t hak_clock_ms(void);
 /** Start a detached background thread running main(NULL) with every signal blocked (the program's
- *  handlers never run on it). Returns 0 or pthread_create's error. May allocate: call it holding no
- *  allocator lock. */
+ *  handlers never run on it). Returns 0 or pthread_create's error. May allocate: call it holding no allocator lock. */
 int hak_os_thread_start(void *(*main)(void *));
 /** Initialise `cond` to time its waits with CLOCK_MONOTONIC (immune to wall-clock changes). */
 void hak_os_cond_init_monotonic(pthread_cond_t *cond);

@@ -8,6 +8,7 @@
 #ifndef _GNU_SOURCE
 #define _GNU_SOURCE
 #endif
+#include <errno.h>
 #include <stdatomic.h>
 #include <sys/mman.h>
 
@@ -230,6 +231,7 @@ struct hak_rslot *hak_rpool_refill(uint32_t c, uint32_t dampener, bool huge) {
   /* an area of fewer regions when the kernel refuses the whole one (RLIMIT_AS, strict overcommit): a
    * single region that still fits must not fail for want of room for the growth step */
   size_t bytes = (size_t)n * cb;
+  int saved_errno = errno; /* a refusal that a smaller step repairs must not show */
   uint8_t *base = hak_os_reserve(bytes, HAK_REGION_MIN, huge);
   while (base == NULL && n > 1) {
     n /= 2;
@@ -240,6 +242,7 @@ struct hak_rslot *hak_rpool_refill(uint32_t c, uint32_t dampener, bool huge) {
     area_meta_put(a);
     return NULL;
   }
+  errno = saved_errno;
   if (!huge) hak_os_advise(base, bytes, MADV_NOHUGEPAGE);
   a->base = base;
   a->bytes = bytes;

@@ -213,7 +213,7 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   if (read_only != 0) { /* the run's slices are all free, so its read-only ones are one mprotect away */
     int err = hak_os_commit((uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT), (size_t)n << HAK_SLICE_SHIFT);
     if (err != 0) {
-      errno = err == EAGAIN ? ENOMEM : err; /* over the locked-memory limit: out of memory, as glibc says */
+      errno = ENOMEM;
       return NULL;
     }
     seg->read_only_slices &= ~bits; /* and they are counted committed below, as purged slices */
