@@ -58,3 +58,11 @@ def test_unloaded_plugin_embedding_hakmem_leaves_the_host_alive(run_program, tes
     host died with SIGSEGV; on glibc every time, with hakmem as the host's allocator not)."""
     proc = run_program("embed_host", variant, args=[test_binary("embed_lib_regions", "so")], timeout=60)
     assert proc.returncode == 0 and "host survived" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_dlopen_of_a_library_whose_constructor_joins_an_allocating_thread(run_program, test_binary, variant):
+    """The constructor holds the loader's lock while its thread's malloc starts hakmem's purger: nothing
+    on that path may wait for the lock (pinning hakmem's object there hung dlopen for good)."""
+    proc = run_program("dlopen_join_host", variant, args=[test_binary("dlopen_lib_ctor_join", "so")], timeout=30)
+    assert proc.returncode == 0 and "loaded" in proc.stdout, describe(proc)
