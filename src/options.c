@@ -42,10 +42,16 @@ static size_t fmt_long(char *out, long v) {
   return len;
 }
 
+/* Append `text` to the line being built in line[0..*n) while 32 bytes of room remain (what is written
+ * after it, a number and the end of the line, always fits). */
+static void put(char *line, size_t *n, size_t size, const char *text) {
+  for (; *text != '\0' && *n < size - 32; text++) line[(*n)++] = *text;
+}
+#define PUT(str) put(line, &n, sizeof line, (str))
+
 static void warn_value(const struct option_spec *s, const char *env, const char *text, long used) {
   char line[320];
   size_t n = 0;
-#define PUT(str) for (const char *c_ = (str); *c_ && n < sizeof line - 32; c_++) line[n++] = *c_
   PUT("hakmem: ");
   PUT(env);
   PUT("=\"");
@@ -71,7 +77,6 @@ static void warn_value(const struct option_spec *s, const char *env, const char 
     n += fmt_long(line + n, used);
   }
   line[n++] = '\n';
-#undef PUT
   hak_warn_raw(line, n);
 }
 
@@ -161,7 +166,6 @@ HAK_API int hak_option_set(enum hak_option option, long value) {
 void hak_options_print(void) {
   char line[64 * HAK_OPT_COUNT];
   size_t n = 0;
-#define PUT(str) for (const char *c_ = (str); *c_ && n < sizeof line - 32; c_++) line[n++] = *c_
   PUT("hakmem: options:");
   for (int i = 0; i < HAK_OPT_COUNT; i++) {
     long v = hak_opts.value[i];
@@ -175,7 +179,6 @@ void hak_options_print(void) {
     }
   }
   line[n++] = '\n';
-#undef PUT
   hak_warn_raw(line, n);
 }
 

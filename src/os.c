@@ -103,6 +103,15 @@ void *hak_os_map_guarded_read_only(size_t used, size_t guard, size_t align) {
   return map_aligned(used, guard, align, false, false, PROT_READ);
 }
 
+/* 0, or the errno of a call that `failed`, with the caller's errno put back (`saved`): these calls' failures
+ * are handled here, and must not show through malloc or free. */
+static int failure(bool failed, int saved) {
+  if (!failed) return 0;
+  int err = errno;
+  errno = saved;
+  return err;
+}
+
 /* Set by the program's mlockall(MCL_FUTURE) (without MCL_ONFAULT), cleared by munlockall, another
  * mlockall without MCL_FUTURE, and in a forked child, which the kernel does not let inherit it. */
 static _Atomic bool populates_mappings;
@@ -116,24 +125,15 @@ bool hak_os_mappings_populated(void) { return atomic_load_explicit(&populates_ma
 int hak_os_commit(void *addr, size_t size) {
   atomic_fetch_add_explicit(&hak_os_counters.mprotect_calls, 1, memory_order_relaxed);
   int saved = errno;
-  if (mprotect(addr, size, PROT_RW) != 0) {
-    int err = errno;
-    errno = saved;
-    return err;
-  }
-  return 0;
+  return failure(mprotect(addr, size, PROT_RW) != 0, saved);
 }
 
 int hak_os_decommit(void *addr, size_t size) {
   atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
   int saved = errno;
-  if (mmap(addr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED) {
-    int err = errno;
-    errno = saved;
-    return err;
-  }
-  count_commit(-(int64_t)size);
-  return 0;
+  int err = failure(mmap(addr, size, PROT_READ, MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0) == MAP_FAILED, saved);
+  if (err == 0) count_commit(-(int64_t)size);
+  return err;
 }
 
 void hak_os_unmap_guarded(void *addr, size_t used, size_t guard, bool committed) {
@@ -147,10 +147,7 @@ void hak_os_unmap(void *addr, size_t size, bool committed) { hak_os_unmap_guarde
 int hak_os_advise(void *addr, size_t size, int advice) {
   atomic_fetch_add_explicit(&hak_os_counters.madvise_calls, 1, memory_order_relaxed);
   int saved = errno;
-  if (madvise(addr, size, advice) == 0) return 0;
-  int err = errno;
-  errno = saved; /* advice is best effort: a failure must not show through malloc or free */
-  return err;
+  return failure(madvise(addr, size, advice) != 0, saved);
 }
 
 int hak_os_purge(void *addr, size_t size, bool lazy) {
