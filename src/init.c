@@ -3,7 +3,6 @@
  * is lazy and re-entrant: the first malloc may come from the dynamic loader, a constructor of another
  * library, dlsym or a thread-exit destructor. Nothing here allocates but pthread_atfork, whose malloc the
  * initialising thread lets through. */
-#include <dlfcn.h>
 #include <fcntl.h>
 #include <pthread.h>
 #include <sched.h>
@@ -51,6 +50,8 @@ static void fork_parent(void) {
 }
 
 #if HAK_NO_OVERRIDE
+#include <dlfcn.h>
+
 /* hakmem's background threads (the purger, the region release) and its thread-exit destructors run its
  * code whenever they come, so the object holding it must stay loaded: a plugin embedding hakmem (the Rust
  * crate in a cdylib) crashed its host at the region release thread's first wake-up after dlclose

@@ -122,7 +122,7 @@ static hak_segment *segment_map(void) {
     int err = hak_os_commit(seg, HAK_SLICE_SIZE);
     if (err != 0) {
       hak_os_unmap_guarded(seg, HAK_SEGMENT_SIZE, HAK_SEGMENT_GUARD, false);
-      errno = err == EAGAIN ? ENOMEM : err;
+      errno = ENOMEM; /* as take_page says when a commit fails */
       return NULL;
     }
     hak_os_recommit(HAK_SLICE_SIZE); /* committed: the header; the other slices count as purged */
