@@ -226,9 +226,10 @@ int hak_region_prefetch(const struct hak_region *region, size_t offset, size_t l
 /** Configuration of the region allocator; get the current one with hak_region_get_config. */
 struct hak_region_config {
   bool enabled;                    /**< false: hak_region_alloc returns ENOTSUP */
-  uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread (which
-                                        also ends whenever no pool holds a dirty region, and starts again
-                                        when one does) */
+  uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread (named
+                                        hakmem-regions, which also ends whenever no pool holds a dirty
+                                        region and no thread cache a region, and starts again when one
+                                        does) */
   size_t release_bytes_per_tick;   /**< dirty bytes the background thread releases per period (at
                                         least one region, so regions bigger than this still progress);
                                         the classes take turns at being looked at first */
@@ -237,9 +238,11 @@ struct hak_region_config {
                                         release_errors and stays committed, not retried until reused) */
   size_t thread_cache_bytes;       /**< most bytes per class kept in each thread's cache (default 64
                                         MiB); lowering it moves what caches hold above the new limit to
-                                        the global pools. The background thread does not release what
-                                        caches hold: it stays committed until its thread reuses it or
-                                        exits, or hak_collect(true) */
+                                        the global pools. Each period the background thread moves the
+                                        regions a cache has not needed since the previous period (the
+                                        fewest it held in that period) to the pools, where they are
+                                        released; with release_interval_ms 0 caches keep them until
+                                        their thread reuses them or exits, or hak_collect(true) */
   uint32_t growth_dampener;        /**< a new area holds max(1, regions_in_class >> dampener) regions */
   bool huge_pages;                 /**< ask for transparent huge pages on areas */
 };

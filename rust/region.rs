@@ -199,9 +199,10 @@ pub struct Config {
     /// is reused).
     pub eager_return: bool,
     /// Most bytes per class kept in each thread's cache (default 64 MiB); lowering it moves what
-    /// caches hold above the new limit to the global pools. The background release does not touch
-    /// what caches hold: it stays committed until its thread reuses it or exits, or until the limit
-    /// is lowered.
+    /// caches hold above the new limit to the global pools. Each period the background thread moves
+    /// the regions a cache has not needed since the previous period (its low-water mark) to the
+    /// pools, where they are released; with the thread stopped, caches keep what they hold until
+    /// their thread reuses it or exits, or until the limit is lowered.
     pub thread_cache_bytes: usize,
     /// A new area holds `max(1, regions_in_class >> growth_dampener)` regions (0..=31).
     pub growth_dampener: u32,

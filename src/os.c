@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -192,6 +193,8 @@ int hak_os_thread_start(void *(*main)(void *)) {
   pthread_attr_destroy(&attr);
   return rc;
 }
+
+void hak_os_name_this_thread(const char *name) { prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 
 void hak_os_cond_init_monotonic(pthread_cond_t *cond) {
   pthread_condattr_t ca;

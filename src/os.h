@@ -75,6 +75,9 @@ uint64_t hak_clock_ms(void);
 /** Start a detached background thread running main(NULL) with every signal blocked (the program's
  *  handlers never run on it). Returns 0 or pthread_create's error. May allocate: call it holding no allocator lock. */
 int hak_os_thread_start(void *(*main)(void *));
+/** Name the calling thread (at most 15 characters) as ps, top and /proc/PID/task/TID/comm show it: each
+ *  background thread names itself first, so users can tell hakmem's threads from their own. */
+void hak_os_name_this_thread(const char *name);
 /** Initialise `cond` to time its waits with CLOCK_MONOTONIC (immune to wall-clock changes). */
 void hak_os_cond_init_monotonic(pthread_cond_t *cond);
 /** The CLOCK_MONOTONIC time `ms` milliseconds from now, for pthread_cond_timedwait on such a cond. */

@@ -117,6 +117,7 @@ static bool may_end(void) {
 }
 
 static void *purger_main(void *arg) {
+  hak_os_name_this_thread("hakmem-purger");
   pthread_mutex_lock(&purger.lock);
   for (;;) {
     /* A thread that stayed would keep alive a process whose main thread left through pthread_exit, and

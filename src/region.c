@@ -6,7 +6,8 @@
  *   - a thread cache per class (bounded by thread_cache_bytes, which configure applies to what caches
  *     already hold) in front of the global pools, and stealing from other threads' caches before a new
  *     area is mapped;
- *   - a background thread that purges the oldest dirty regions of the global pools (at most
+ *   - a background thread that, every period, moves the regions a thread cache has not needed for a
+ *     whole period to the global pools, and purges the oldest dirty regions of the global pools (at most
  *     release_bytes_per_tick per period, but always at least one region so that regions bigger than the
  *     budget make progress, the classes taking turns); madvise failures are counted, never fatal;
  *   - hak_collect(true)'s share (region.h): every cache emptied into the pools, every dirty region purged;
@@ -47,7 +48,9 @@ struct tcache {
   _Atomic int lock;
   struct tcache *prev, *next; /* registry (registry lock); next also links recycled caches */
   uint32_t count[NCLASS];
-  struct hak_rslot *stack[NCLASS][TC_SLOTS];
+  uint32_t low[NCLASS]; /* the fewest regions of the class held since the last background period: that
+                           many sat unused for the whole period (lowered wherever count is) */
+  struct hak_rslot *stack[NCLASS][TC_SLOTS]; /* [0] the oldest; the owner pushes and pops at the top */
   struct tcount cnt[NCLASS];
   uint32_t gen_next, gen_left; /* generations this thread may still hand out (see next_generation) */
 };
@@ -107,6 +110,7 @@ static struct hak_region_config cfg = {
     .huge_pages = true,
 };
 static _Atomic bool cfg_enabled = true, cfg_eager = false, cfg_huge = true;
+static _Atomic bool cfg_background = true; /* release_interval_ms > 0 */
 static _Atomic size_t cfg_tc_bytes = (size_t)64 << 20;
 static _Atomic uint32_t cfg_damp = 1;
 static _Atomic bool bg_running;
@@ -236,31 +240,61 @@ static uint32_t tc_limit(uint32_t c) {
   return n < TC_SLOTS ? (uint32_t)n : TC_SLOTS;
 }
 
+/* Remove the newest cached region of class c (count > 0, the cache's lock held). */
+static struct hak_rslot *tc_take_top(struct tcache *tc, uint32_t c) {
+  struct hak_rslot *s = tc->stack[c][--tc->count[c]];
+  if (tc->count[c] < tc->low[c]) tc->low[c] = tc->count[c];
+  return s;
+}
+
+/* Remove the n oldest cached regions of class c into out (n <= count, the cache's lock held). */
+static void tc_take_oldest(struct tcache *tc, uint32_t c, uint32_t n, struct hak_rslot **out) {
+  memcpy(out, tc->stack[c], n * sizeof *out);
+  tc->count[c] -= n;
+  memmove(tc->stack[c], tc->stack[c] + n, tc->count[c] * sizeof *out);
+  if (tc->count[c] < tc->low[c]) tc->low[c] = tc->count[c];
+}
+
 static struct hak_rslot *tc_pop(struct tcache *tc, uint32_t c) {
   if (tc == NULL) return NULL;
   struct hak_rslot *s = NULL;
   spin_lock(&tc->lock);
-  if (tc->count[c] > 0) s = tc->stack[c][--tc->count[c]];
+  if (tc->count[c] > 0) s = tc_take_top(tc, c);
   spin_unlock(&tc->lock);
   return s;
 }
 
+/* Cache a free region; false when the cache is full (or there is none). A cache holding regions keeps the
+ * background thread running (it moves them out once unused for a period), so a push that finds it
+ * stopped starts it. The flag is read under the cache's lock, which the stopping thread takes after
+ * clearing it (any_cached): either that thread sees this region, or this push sees the flag clear. */
 static bool tc_push(struct tcache *tc, uint32_t c, struct hak_rslot *s) {
   if (tc == NULL) return false;
-  bool ok = false;
+  bool ok = false, start = false;
   spin_lock(&tc->lock);
   if (tc->count[c] < tc_limit(c)) {
     tc->stack[c][tc->count[c]++] = s;
     ok = true;
+    start = atomic_load_explicit(&cfg_background, memory_order_relaxed) &&
+            !atomic_load_explicit(&bg_running, memory_order_relaxed);
   }
   spin_unlock(&tc->lock);
+  if (start) bg_ensure();
   return ok;
 }
 
-/* Cut every registered cache down to its thread_cache_bytes limit per class (`all`: empty it), the
- * surplus going to the global pools; returns whether any moved. A cache's owner uses it under its lock, so this
- * waits for the owner's push or pop in flight and never takes a region out from under it. */
-static bool trim_caches(bool all) {
+/* What trim_caches moves from each cache to the global pools, oldest regions first. */
+enum trim {
+  TRIM_TO_LIMIT, /* what exceeds thread_cache_bytes */
+  TRIM_ALL,      /* everything */
+  TRIM_IDLE,     /* what the cache has not needed since the last period (its low-water mark); a new
+                    period starts */
+};
+
+/* Move regions from every registered cache to the global pools as `how` says; returns whether any moved.
+ * A cache's owner uses it under its lock, so this waits for the owner's push or pop in flight and never
+ * takes a region out from under it. */
+static bool trim_caches(enum trim how) {
   struct hak_rslot *moved[NCLASS * TC_SLOTS];
   bool any = false;
   pthread_mutex_lock(&reg_lock);
@@ -268,12 +302,30 @@ static bool trim_caches(bool all) {
     uint32_t n = 0;
     spin_lock(&t->lock);
     for (uint32_t c = 0; c < NCLASS; c++) {
-      uint32_t keep = all ? 0 : tc_limit(c);
-      while (t->count[c] > keep) moved[n++] = t->stack[c][--t->count[c]];
+      uint32_t limit = tc_limit(c), out = 0;
+      if (how == TRIM_ALL) out = t->count[c];
+      else if (how == TRIM_IDLE) out = t->low[c];
+      else if (t->count[c] > limit) out = t->count[c] - limit;
+      if (out > 0) tc_take_oldest(t, c, out, moved + n);
+      n += out;
+      if (how == TRIM_IDLE) t->low[c] = t->count[c];
     }
     spin_unlock(&t->lock);
     for (uint32_t i = 0; i < n; i++) hak_rpool_put(moved[i]); /* registry < class in the lock order */
     any |= n > 0;
+  }
+  pthread_mutex_unlock(&reg_lock);
+  return any;
+}
+
+/* Whether any thread cache holds a region (the background thread's lock, cfg, held: cfg < registry). */
+static bool any_cached(void) {
+  bool any = false;
+  pthread_mutex_lock(&reg_lock);
+  for (struct tcache *t = reg_head; t != NULL && !any; t = t->next) {
+    spin_lock(&t->lock);
+    for (uint32_t c = 0; c < NCLASS && !any; c++) any = t->count[c] > 0;
+    spin_unlock(&t->lock);
   }
   pthread_mutex_unlock(&reg_lock);
   return any;
@@ -287,7 +339,7 @@ static struct hak_rslot *steal(struct tcache *self, uint32_t c) {
   for (struct tcache *t = reg_head; t != NULL && n == 0; t = t->next) {
     if (t == self || !spin_trylock(&t->lock)) continue;
     uint32_t take = (t->count[c] + 1) / 2;
-    while (n < take) got[n++] = t->stack[c][--t->count[c]];
+    while (n < take) got[n++] = tc_take_top(t, c);
     spin_unlock(&t->lock);
   }
   pthread_mutex_unlock(&reg_lock);
@@ -318,7 +370,7 @@ static void release_tick(size_t budget) {
 
 void hak_regions_collect(void) {
   if (!atomic_load_explicit(&initialized, memory_order_acquire)) return; /* no region was ever asked for */
-  trim_caches(true);
+  trim_caches(TRIM_ALL);
   pthread_mutex_lock(&tick_lock);
   /* each call purges a batch; a region the kernel refuses leaves the dirty list, so this ends */
   for (uint32_t c = 0; c < NCLASS; c++)
@@ -328,6 +380,7 @@ void hak_regions_collect(void) {
 }
 
 static void *bg_main(void *arg) {
+  hak_os_name_this_thread("hakmem-regions");
   pthread_mutex_lock(&cfg_lock);
   for (;;) {
     uint32_t interval = cfg.release_interval_ms;
@@ -339,14 +392,16 @@ static void *bg_main(void *arg) {
     if (version != cfg_version) continue;
     size_t budget = cfg.release_bytes_per_tick;
     pthread_mutex_unlock(&cfg_lock);
+    trim_caches(TRIM_IDLE);
     release_tick(budget);
     pthread_mutex_lock(&cfg_lock);
-    /* Nothing left to release: end. A thread that stayed would keep alive a process whose main thread
-     * left through pthread_exit (it waits for its last thread). Every put of a dirty region into a pool
-     * calls bg_ensure afterwards: one that read `true` before the store below put its region before this
-     * check, which then sees it; one that reads `false` starts a new thread. */
+    /* Nothing left to release, in the pools or in the caches: end. A thread that stayed would keep alive
+     * a process whose main thread left through pthread_exit (it waits for its last thread). Every put of
+     * a dirty region into a pool calls bg_ensure afterwards: one that read `true` before the store below
+     * put its region before this check, which then sees it; one that reads `false` starts a new thread.
+     * A push into a cache reads the flag under the cache's lock (tc_push). */
     atomic_store_explicit(&bg_running, false, memory_order_seq_cst);
-    if (!hak_rpool_any_dirty()) {
+    if (!hak_rpool_any_dirty() && !any_cached()) {
       pthread_mutex_unlock(&cfg_lock);
       return arg;
     }
@@ -533,13 +588,14 @@ API int hak_region_configure(const struct hak_region_config *c) {
   atomic_store_explicit(&cfg_enabled, c->enabled, memory_order_relaxed);
   atomic_store_explicit(&cfg_eager, c->eager_return, memory_order_relaxed);
   atomic_store_explicit(&cfg_huge, c->huge_pages, memory_order_relaxed);
+  atomic_store_explicit(&cfg_background, c->release_interval_ms > 0, memory_order_relaxed);
   atomic_store_explicit(&cfg_tc_bytes, c->thread_cache_bytes, memory_order_relaxed);
   atomic_store_explicit(&cfg_damp, c->growth_dampener, memory_order_relaxed);
   pthread_cond_broadcast(&bg_cond);
   pthread_mutex_unlock(&cfg_lock);
   /* a lower thread_cache_bytes applies to the regions already cached too: the surplus goes to the pools,
    * where the background thread releases it */
-  if (trim_caches(false) || c->release_interval_ms > 0) bg_ensure();
+  if (trim_caches(TRIM_TO_LIMIT) || c->release_interval_ms > 0) bg_ensure();
   return 0;
 }
 
