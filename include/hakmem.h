@@ -228,8 +228,10 @@ struct hak_region_config {
   bool enabled;                    /**< false: hak_region_alloc returns ENOTSUP */
   uint32_t release_interval_ms;    /**< background release period; 0 stops the background thread (named
                                         hakmem-regions, which also ends whenever no pool holds a dirty
-                                        region and no thread cache a region, and starts again when one
-                                        does) */
+                                        region and no thread cache a region or took one in the last
+                                        period, and starts again when one does; a forked child starts
+                                        its own at its first region call; where no thread can be
+                                        created, caches keep their regions) */
   size_t release_bytes_per_tick;   /**< dirty bytes the background thread releases per period (at
                                         least one region, so regions bigger than this still progress);
                                         the classes take turns at being looked at first */

@@ -52,6 +52,8 @@ struct tcache {
                            many sat unused for the whole period (lowered wherever count is) */
   struct hak_rslot *stack[NCLASS][TC_SLOTS]; /* [0] the oldest; the owner pushes and pops at the top */
   struct tcount cnt[NCLASS];
+  bool pushed; /* a push since the background thread last looked (any_cached): a cache whose regions are
+                  all in use at that moment is still in use */
   uint32_t gen_next, gen_left; /* generations this thread may still hand out (see next_generation) */
 };
 
@@ -111,6 +113,10 @@ static struct hak_region_config cfg = {
 };
 static _Atomic bool cfg_enabled = true, cfg_eager = false, cfg_huge = true;
 static _Atomic bool cfg_background = true; /* release_interval_ms > 0 */
+/* The last attempt to start the background thread failed (no thread can be created: pids.max,
+ * RLIMIT_NPROC, a sandbox). The cache paths then stop asking, or every free would pay a failed clone;
+ * the slow paths and configure still do, and a success clears it. */
+static _Atomic bool bg_start_failed;
 static _Atomic size_t cfg_tc_bytes = (size_t)64 << 20;
 static _Atomic uint32_t cfg_damp = 1;
 static _Atomic bool bg_running;
@@ -252,15 +258,31 @@ static void tc_take_oldest(struct tcache *tc, uint32_t c, uint32_t n, struct hak
   memcpy(out, tc->stack[c], n * sizeof *out);
   tc->count[c] -= n;
   memmove(tc->stack[c], tc->stack[c] + n, tc->count[c] * sizeof *out);
-  if (tc->count[c] < tc->low[c]) tc->low[c] = tc->count[c];
+  tc->low[c] = tc->low[c] > n ? tc->low[c] - n : 0; /* the idle ones were the oldest: they went first */
 }
 
+/* Whether a cache operation should start the background thread: it should run and does not (read under
+ * the cache's lock: see tc_push). */
+static bool bg_wanted(void) {
+  return atomic_load_explicit(&cfg_background, memory_order_relaxed) &&
+         !atomic_load_explicit(&bg_running, memory_order_relaxed) &&
+         !atomic_load_explicit(&bg_start_failed, memory_order_relaxed);
+}
+
+/* Take a cached region of class c; NULL when there is none. A hit that finds the background thread
+ * stopped starts it: that happens in a forked child (it has no thread), whose inherited cache would
+ * otherwise wait for the child's next free. */
 static struct hak_rslot *tc_pop(struct tcache *tc, uint32_t c) {
   if (tc == NULL) return NULL;
   struct hak_rslot *s = NULL;
+  bool start = false;
   spin_lock(&tc->lock);
-  if (tc->count[c] > 0) s = tc_take_top(tc, c);
+  if (tc->count[c] > 0) {
+    s = tc_take_top(tc, c);
+    start = bg_wanted();
+  }
   spin_unlock(&tc->lock);
+  if (start) bg_ensure();
   return s;
 }
 
@@ -274,9 +296,9 @@ static bool tc_push(struct tcache *tc, uint32_t c, struct hak_rslot *s) {
   spin_lock(&tc->lock);
   if (tc->count[c] < tc_limit(c)) {
     tc->stack[c][tc->count[c]++] = s;
+    tc->pushed = true;
     ok = true;
-    start = atomic_load_explicit(&cfg_background, memory_order_relaxed) &&
-            !atomic_load_explicit(&bg_running, memory_order_relaxed);
+    start = bg_wanted();
   }
   spin_unlock(&tc->lock);
   if (start) bg_ensure();
@@ -318,12 +340,17 @@ static bool trim_caches(enum trim how) {
   return any;
 }
 
-/* Whether any thread cache holds a region (the background thread's lock, cfg, held: cfg < registry). */
+/* Whether any thread cache holds a region or took one since the last call (the background thread's
+ * lock, cfg, held: cfg < registry). Without the second test a thread reusing one region, its cache empty
+ * while the region is in use, saw the background thread end and start again inside its next free about
+ * once a period (a review's reproducer: 283 clones in 3 s with 10 ms periods, frees up to 119 us). */
 static bool any_cached(void) {
   bool any = false;
   pthread_mutex_lock(&reg_lock);
-  for (struct tcache *t = reg_head; t != NULL && !any; t = t->next) {
+  for (struct tcache *t = reg_head; t != NULL; t = t->next) {
     spin_lock(&t->lock);
+    any |= t->pushed;
+    t->pushed = false;
     for (uint32_t c = 0; c < NCLASS && !any; c++) any = t->count[c] > 0;
     spin_unlock(&t->lock);
   }
@@ -382,19 +409,27 @@ void hak_regions_collect(void) {
 static void *bg_main(void *arg) {
   hak_os_name_this_thread("hakmem-regions");
   pthread_mutex_lock(&cfg_lock);
+  struct timespec until = hak_os_deadline_in(cfg.release_interval_ms);
   for (;;) {
-    uint32_t interval = cfg.release_interval_ms;
-    if (interval == 0) break;
+    if (cfg.release_interval_ms == 0) break;
     uint64_t version = cfg_version;
-    struct timespec until = hak_os_deadline_in(interval);
     int rc = 0;
     while (rc != ETIMEDOUT && version == cfg_version) rc = pthread_cond_timedwait(&bg_cond, &cfg_lock, &until);
-    if (version != cfg_version) continue;
+    if (version != cfg_version) {
+      /* A new configuration brings the deadline forward when its period is shorter, and never pushes it
+       * back: restarting the wait at each call kept a program that configures more often than once a
+       * period from ever reaching one. */
+      struct timespec sooner = hak_os_deadline_in(cfg.release_interval_ms);
+      if (sooner.tv_sec < until.tv_sec || (sooner.tv_sec == until.tv_sec && sooner.tv_nsec < until.tv_nsec))
+        until = sooner;
+      continue;
+    }
     size_t budget = cfg.release_bytes_per_tick;
     pthread_mutex_unlock(&cfg_lock);
     trim_caches(TRIM_IDLE);
     release_tick(budget);
     pthread_mutex_lock(&cfg_lock);
+    until = hak_os_deadline_in(cfg.release_interval_ms);
     /* Nothing left to release, in the pools or in the caches: end. A thread that stayed would keep alive
      * a process whose main thread left through pthread_exit (it waits for its last thread). Every put of
      * a dirty region into a pool calls bg_ensure afterwards: one that read `true` before the store below
@@ -421,7 +456,9 @@ static void bg_ensure(void) {
   if (start) atomic_store_explicit(&bg_running, true, memory_order_relaxed);
   pthread_mutex_unlock(&cfg_lock);
   if (!start) return;
-  if (hak_os_thread_start(bg_main) != 0) {
+  bool failed = hak_os_thread_start(bg_main) != 0;
+  atomic_store_explicit(&bg_start_failed, failed, memory_order_relaxed);
+  if (failed) {
     pthread_mutex_lock(&cfg_lock);
     atomic_store_explicit(&bg_running, false, memory_order_relaxed);
     pthread_mutex_unlock(&cfg_lock);

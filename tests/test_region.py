@@ -45,13 +45,15 @@ def _run_upkeep(*args, timeout=120):
     return subprocess.run([str(UPKEEP), *args], env=clean_env({}), capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("part", ["generations", "trim", "collect", "idle-cache", "busy-cache", "turns", "refused",
-                                  "eager-refused"])
+@pytest.mark.parametrize("part", ["generations", "trim", "collect", "idle-cache", "busy-cache", "fork-cache",
+                                  "reconfigure", "turns", "refused", "eager-refused", "no-threads"])
 def test_region_upkeep(part):
     """One part of test_region_upkeep.c each: short-lived threads' generations, a lowered
     thread_cache_bytes, hak_collect(true) with cached regions, an idle live thread's cache released by the
-    background thread (which then ends) and a busy one kept, the background release's turns, a region
-    whose purge the kernel refuses (mlock), in a background release and in an eager return."""
+    background thread (which then ends) and a busy one kept, a forked child's inherited cache, periods
+    under frequent configure calls, regions where no thread can be created (its own process), the
+    background release's turns, a region whose purge the kernel refuses (mlock), in a background release
+    and in an eager return."""
     run = _run_upkeep(part)
     assert run.returncode == 0 and "ok " in run.stdout, f"stdout:\n{run.stdout}\nstderr:\n{run.stderr}"
 

@@ -1,10 +1,12 @@
 /* test_region_upkeep.c — the region allocator's housekeeping across threads and over time: generations
  * handed out by short-lived threads, a lowered thread_cache_bytes applied to regions already cached,
  * hak_collect(true) and free regions (its own thread's and a live other thread's), a live thread's
- * cache released by the background thread once idle and kept while in use, the background
+ * cache released by the background thread once idle and kept while in use (without the thread being
+ * started again and again), a forked child's inherited cache, periods under frequent configure calls, the
+ * background
  * release's turn-taking between classes, a region whose purge the kernel refuses (in a background
- * release and in an eager return), and, as a process of its own (`keys` argument), regions in a process
- * that has used up its thread-specific keys. Each check failed on the code before its fix (a
+ * release and in an eager return), and, as processes of their own, regions in a process that has used up
+ * its thread-specific keys (`keys` argument) and in one that cannot create threads (`no-threads`). Each check failed on the code before its fix (a
  * review's reproducers). Run by tests/test_region.py; without libhakmem it exits 77 (skipped). */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -16,6 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <dirent.h>
+#include <dlfcn.h>
+#include <sys/wait.h>
 #include <sys/mman.h>
 #include <time.h>
 
@@ -31,6 +35,19 @@
 #pragma weak hak_stats_get_sized
 
 #define MIB ((size_t)1 << 20)
+
+/* pthread_create, interposed (libhakmem's calls come here too): counts every call, and fails them all
+ * with EAGAIN once refuse_threads is set, as pids.max, RLIMIT_NPROC or a sandbox would. */
+static _Atomic int thread_creations;
+static bool refuse_threads;
+
+int pthread_create(pthread_t *th, const pthread_attr_t *attr, void *(*start)(void *), void *arg) {
+  static int (*real)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *);
+  thread_creations++;
+  if (refuse_threads) return EAGAIN;
+  if (real == NULL) real = (int (*)(pthread_t *, const pthread_attr_t *, void *(*)(void *), void *))dlsym(RTLD_NEXT, "pthread_create");
+  return real(th, attr, start, arg);
+}
 
 static struct hak_region_class_stats cls_stats(uint32_t c) {
   struct hak_region_class_stats all[HAK_REGION_CLASSES];
@@ -258,29 +275,87 @@ static void test_idle_cache(void) {
          rss_filled, rss_idle);
 }
 
-/* A cache in steady use keeps its region across background periods: one 4 MiB region allocated and freed
- * every 2 ms for 1.5 s of 100 ms periods comes from the cache every time but the first (and any period
- * the thread was not scheduled for at all); moving every cached region out each period would send
- * about 15 allocations to the slow path. */
+/* A cache in steady use keeps its region across background periods, and the background thread stays: one
+ * 4 MiB region allocated, held 1 ms and freed, over and over for 1.5 s of 20 ms periods, comes from the
+ * cache every time but the first (and any period the thread was not scheduled for at all), and no thread
+ * is created after the first. Moving every cached region out each period would send about 75
+ * allocations to the slow path; a background thread that ended whenever it found the cache empty (the
+ * region being in use) was created again inside a free about once a period. */
 static void test_busy_cache(void) {
   const uint32_t c = 1;
-  configure(100, (size_t)1 << 30, 64 * MIB);
+  configure(20, (size_t)1 << 30, 64 * MIB);
+  struct hak_region first = must_alloc(4 * MIB);
+  must_free(&first); /* the background thread runs from here on */
   uint64_t slow0 = cls_stats(c).slow_path;
+  int created0 = thread_creations;
   struct timespec start, now;
   clock_gettime(CLOCK_MONOTONIC, &start);
   int rounds = 0;
   do {
     struct hak_region r = must_alloc(4 * MIB);
+    sleep_ms(1);
     must_free(&r);
     rounds++;
-    sleep_ms(2);
     clock_gettime(CLOCK_MONOTONIC, &now);
   } while ((now.tv_sec - start.tv_sec) * 1000 + (now.tv_nsec - start.tv_nsec) / 1000000 < 1500);
   uint64_t slow = cls_stats(c).slow_path - slow0;
+  int created = thread_creations - created0;
   REQUIRE(slow <= 4, "%llu of %d allocations missed the cache of a thread using it", (unsigned long long)slow,
           rounds);
+  REQUIRE(created <= 1, "%d threads created while one thread reused its region", created);
   configure(0, 0, 64 * MIB);
-  printf("ok busy cache: %d allocations in 1.5 s, %llu from the slow path\n", rounds, (unsigned long long)slow);
+  printf("ok busy cache: %d allocations in 1.5 s, %llu from the slow path, %d threads created\n", rounds,
+         (unsigned long long)slow, created);
+}
+
+/* A forked child has no background thread; the regions its cache inherited are released once it makes a
+ * region call (here an allocation that the cache serves): they used to wait for the child's next free. */
+static void test_fork_cache(void) {
+  const uint32_t c = 1;
+  configure(20, (size_t)1 << 30, 64 * MIB);
+  struct hak_region r[8];
+  for (int i = 0; i < 8; i++) {
+    r[i] = must_alloc(4 * MIB);
+    memset(r[i].ptr, 1, 4 * MIB);
+  }
+  for (int i = 0; i < 8; i++) must_free(&r[i]);
+  pid_t pid = fork();
+  REQUIRE(pid >= 0, "fork");
+  if (pid == 0) {
+    struct hak_region kept = must_alloc(4 * MIB);
+    if (!wait_clean(c, 3000)) {
+      printf("FAIL: the child's 7 cached regions stayed dirty (%llu)\n", (unsigned long long)cls_stats(c).dirty_regions);
+      _exit(1);
+    }
+    must_free(&kept);
+    _exit(0);
+  }
+  int status;
+  REQUIRE(waitpid(pid, &status, 0) == pid, "waitpid");
+  REQUIRE(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child status %d", status);
+  configure(0, 0, 64 * MIB);
+  printf("ok fork cache: a forked child's inherited cache is released after its first region call\n");
+}
+
+/* A program that configures more often than once a period still gets its periods: dirty regions in the
+ * pool are released while the configuration is set again every 5 ms with 50 ms periods (each call
+ * restarted the background thread's wait, so none was ever released). */
+static void test_reconfigure(void) {
+  const uint32_t c = 2; /* 8 MiB */
+  configure(0, 0, 0);
+  struct hak_region r[4];
+  for (int i = 0; i < 4; i++) r[i] = must_alloc(8 * MIB);
+  for (int i = 0; i < 4; i++) must_free(&r[i]);
+  bool clean = false;
+  for (int t = 0; t < 2000 && !clean; t += 5) {
+    configure(50, (size_t)1 << 30, 0);
+    sleep_ms(5);
+    clean = cls_stats(c).dirty_regions == 0;
+  }
+  REQUIRE(clean, "%llu regions still dirty after 2 s of configure calls every 5 ms",
+          (unsigned long long)cls_stats(c).dirty_regions);
+  configure(0, 0, 64 * MIB);
+  printf("ok reconfigure: periods still pass while the configuration is set every 5 ms\n");
 }
 
 /* ---- the background release's turns --------------------------------------------------------------- */
@@ -388,6 +463,29 @@ static int run_refused_exit(void) {
   pthread_exit(NULL);
 }
 
+/* ---- no thread can be created ---------------------------------------------------------------------- */
+
+/* Regions in a process that cannot create threads: they work, and after the background thread failed
+ * to start, cache hits and frees do not try again (each free tried pthread_create: 27 times slower in a
+ * review's sandbox). The slow path still may. */
+static int run_no_threads(void) {
+  refuse_threads = true;
+  configure(10, (size_t)1 << 30, 64 * MIB);
+  struct hak_region first = must_alloc(2 * MIB);
+  must_free(&first);
+  int created0 = thread_creations;
+  REQUIRE(created0 >= 1, "the background thread was never asked for");
+  for (int i = 0; i < 10000; i++) {
+    struct hak_region r = must_alloc(2 * MIB);
+    must_free(&r);
+  }
+  int tries = thread_creations - created0;
+  REQUIRE(tries == 0, "%d attempts to start a thread in 10,000 cached allocations and frees", tries);
+  printf("ok no-threads: regions work without a background thread; %d failed start(s), none from the cache\n",
+         created0);
+  return 0;
+}
+
 /* ---- no thread-specific key left ------------------------------------------------------------------- */
 
 #define KEYS_SEEN 8
@@ -443,6 +541,7 @@ int main(int argc, char **argv) {
   const char *only = argc > 1 ? argv[1] : NULL; /* one part, or keys or refused-exit */
   if (only != NULL && strcmp(only, "keys") == 0) return run_keys();
   if (only != NULL && strcmp(only, "refused-exit") == 0) return run_refused_exit();
+  if (only != NULL && strcmp(only, "no-threads") == 0) return run_no_threads();
   static const struct {
     const char *name;
     void (*run)(void);
@@ -451,6 +550,8 @@ int main(int argc, char **argv) {
                {"collect", test_collect},
                {"idle-cache", test_idle_cache},
                {"busy-cache", test_busy_cache},
+               {"fork-cache", test_fork_cache},
+               {"reconfigure", test_reconfigure},
                {"turns", test_release_turns},
                {"refused", test_refused},
                {"eager-refused", test_eager_refused}};
