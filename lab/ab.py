@@ -51,7 +51,12 @@ def _spec(w: wl.Workload, s: Session, var: str, value: str, size: int | None) ->
 def run_ab(args: argparse.Namespace) -> int:
     try:
         w = wl.get(args.workload)
-        sizes: list[int | None] = [int(x) for x in args.sizes.split(",") if x] if args.sizes else [None]
+        try:
+            sizes: list[int | None] = [int(x) for x in args.sizes.split(",") if x] if args.sizes else [None]
+        except ValueError:
+            raise ValueError(f"--sizes wants comma-separated whole numbers of bytes, got {args.sizes!r}") from None
+        if any(sz is not None and sz < 1 for sz in sizes):
+            raise ValueError(f"--sizes wants block sizes of at least 1 byte, got {args.sizes}")
         if args.sizes and not w.size_args:
             raise ValueError(f"workload {w.name} takes no block size; use random_mixed, tiny_hot or pair")
     except ValueError as e:

@@ -7,9 +7,12 @@ malloc>`; `verify` compares that with the allocator the run was meant to use."""
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -27,6 +30,38 @@ OPT_IN = ("hakmem-secure",)
 
 NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 
+# LD_PRELOAD splits its value at spaces and colons: a library whose path holds one is preloaded through a
+# symbolic link in a directory of this process (made on first need, removed at exit).
+_PRELOAD_SEPARATORS = (" ", ":", "\t", "\n")
+_link_dir: str | None = None
+
+
+def preload_path(path: str) -> str:
+    """A path to `path` that LD_PRELOAD can carry: itself, or a link to it in a directory without
+    separators when its own path has one."""
+    global _link_dir
+    if not any(c in path for c in _PRELOAD_SEPARATORS):
+        return path
+    if _link_dir is None:
+        _link_dir = tempfile.mkdtemp(prefix="hakmem-lab-preload-")
+        atexit.register(shutil.rmtree, _link_dir, True)
+    for i in range(1000):
+        link = os.path.join(_link_dir, f"{i}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', os.path.basename(path))}")
+        if os.path.islink(link) and os.readlink(link) == path:
+            return link
+        if not os.path.lexists(link):
+            os.symlink(path, link)
+            return link
+    raise AllocatorError(f"cannot make a preloadable link to {path}")
+
+
+def is_elf(path: str) -> bool:
+    try:
+        with open(path, "rb") as f:
+            return f.read(4) == b"\x7fELF"
+    except OSError:
+        return False
+
 
 class AllocatorError(Exception):
     """A bad --alloc or --allocs argument."""
@@ -43,7 +78,7 @@ class Allocator:
     package: str | None = None  # Debian package providing it, if any
 
     def env(self) -> dict[str, str]:
-        return {"LD_PRELOAD": self.path} if self.path else {}
+        return {"LD_PRELOAD": preload_path(self.path)} if self.path else {}
 
     def matches(self, check: str | None) -> bool:
         """True when `check` (the allocator-check path) names this allocator's shared object."""
@@ -84,6 +119,8 @@ def parse_alloc_spec(spec: str) -> Allocator:
         raise AllocatorError("the name glibc is reserved for the system allocator")
     if not os.path.isfile(path):
         raise AllocatorError(f"--alloc {name}: no such file {path}")
+    if not is_elf(path):
+        raise AllocatorError(f"--alloc {name}: {path} is not a shared object (no ELF header)")
     return Allocator(name, os.path.abspath(path))
 
 
@@ -142,13 +179,16 @@ def select(d: Discovery, names: list[str] | None, extra: tuple[str, ...] = ()) -
     return [a for a in d.found if a.name not in OPT_IN or a.name in extra_names]
 
 
-def verify(a: Allocator, check: str | None, command: str) -> None:
-    """Raise AllocatorMismatch unless the run's allocator-check names allocator `a`."""
+def verify(a: Allocator, check: str | None, command: str, stderr: str = "") -> None:
+    """Raise AllocatorMismatch unless the run's allocator-check names allocator `a`; the run's stderr
+    (where the dynamic loader says why a preload failed) goes into the message."""
     if a.matches(check):
         return
+    said = stderr.strip()[-600:]
     raise AllocatorMismatch(
         f"allocator mismatch: the run meant for {a.name} ({a.describe()}) got malloc from "
         f"{check or 'nowhere (no allocator-check line)'}\n  command: {command}"
+        + (f"\n  its stderr: {said}" if said else "")
     )
 
 

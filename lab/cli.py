@@ -1,18 +1,19 @@
 """cli.py — the `hakmem-lab` command (also `python3 -m lab`): parses the sub-command and runs it.
 Sub-commands: compare, quick, paired, scaling, ab, soak, latency, paging (lab/paging.py), list.
 Exit status: 0 success, 1 some runs failed, 2 bad usage, 3 a run used the wrong allocator, 130 interrupted
-(a partial report is still written)."""
+by Ctrl-C, SIGTERM or SIGHUP (a partial report is still written)."""
 
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 
 from lab import __version__, ab, compare, latency, paging, scaling, soak
 from lab import workloads as wl
 from lab.allocators import AllocatorError, discover
 from lab.runner import inherited_tuning
-from lab.session import UsageError, find_root
+from lab.session import UsageError, find_root, raise_interrupt
 
 
 def list_things(args: argparse.Namespace) -> int:
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     if dropped and args.command != "list":
         print(f"hakmem-lab: not passing {', '.join(dropped)} from your environment to the runs: each allocator "
               "runs with its defaults (ab --env varies one hakmem option)", file=sys.stderr)
+    if args.command != "paging":  # paging handles its own signals: it must undo the swap file and cgroup
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            signal.signal(sig, raise_interrupt)
     try:
         return int(args.func(args) or 0)
     except UsageError as e:

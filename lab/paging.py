@@ -24,7 +24,7 @@ from pathlib import Path
 
 from lab import machine, plots, report
 from lab.runner import clean_environ
-from lab.session import UsageError, check_numbers
+from lab.session import UsageError, check_numbers, prepare_out_dir
 
 V1_ROOT = Path("/sys/fs/cgroup/memory")
 V2_ROOT = Path("/sys/fs/cgroup")
@@ -53,7 +53,7 @@ def add_parser(subparsers: argparse._SubParsersAction) -> None:
                    help="swap file to create (must not exist; default /var/tmp/hakmem-paging.swap)")
     p.add_argument("--swap-mib", type=int, help="swap file size (default: working set + 512)")
     p.add_argument("--bench", help="prebuilt alloc_bench binary (default: built with cargo)")
-    p.add_argument("--out", help="output directory (default results/<date>-paging)")
+    p.add_argument("--out", help="output directory (default results/<date>-<HHMMSS>-paging)")
     p.add_argument("--root", help="hakmem repository (default: the one holding this lab)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds before one bench run is killed (default 900)")
     p.set_defaults(func=run_paging)
@@ -366,7 +366,12 @@ def run_paging(args: argparse.Namespace) -> int:
             print(f"  - {m}", file=sys.stderr)
         return EXIT_MISSING
     root = Path(args.root).resolve() if args.root else Path(__file__).resolve().parents[1]
-    out_dir = Path(args.out) if args.out else root / "results" / f"{dt.date.today().isoformat()}-paging"
+    out_dir = Path(args.out) if args.out else root / "results" / f"{dt.datetime.now():%Y-%m-%d-%H%M%S}-paging"
+    try:
+        prepare_out_dir(out_dir)
+    except UsageError as e:
+        print(f"hakmem-lab paging: {e}", file=sys.stderr)
+        return EXIT_MISSING
     try:
         bench = Path(args.bench) if args.bench else build_bench(root)
     except RuntimeError as e:

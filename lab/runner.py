@@ -241,7 +241,7 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
     elif result.returncode != 0:
         result.error = f"{_describe_status(result.returncode)}: {result.stderr_tail.strip()[-300:]}"
     if out.allocator_check is not None or result.returncode == 0:
-        verify(spec.allocator, out.allocator_check, result.command)
+        verify(spec.allocator, out.allocator_check, result.command, result.stderr_tail)
     if result.ok and "ops" not in out.results:
         result.error = "no RESULT line"
     return result
@@ -303,7 +303,7 @@ def count_syscalls(spec: Spec, root: Path, timeout: float | None = None) -> Sysc
         out = parse_output(stdout)
         if proc.returncode != 0:
             return f"strace run failed ({_describe_status(proc.returncode)}): {stderr.strip()[-300:]}"
-        verify(spec.allocator, out.allocator_check, shown)
+        verify(spec.allocator, out.allocator_check, shown, stderr)
         try:
             with open(out_file, encoding="utf-8", errors="replace") as f:
                 calls = parse_strace_summary(f.read())

@@ -7,9 +7,12 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import shlex
+import signal
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -76,10 +79,28 @@ def ensure_built(root: Path, libraries: bool) -> list[str]:
         warnings.append(f"{why}; the builds already in build/ are measured and may be older than the code")
         print(f"hakmem-lab: {warnings[-1]}", file=sys.stderr)
     missing = [w.name for w in WORKLOADS.values() if not w.binary(root).is_file()]
+    if missing and not (root / "bench").is_dir():  # an installed hakmem-lab run outside a checkout
+        raise SystemExit(f"hakmem-lab: bench programs missing from {root / 'build' / 'bench'}, and {root} is not "
+                         "a hakmem checkout: run the lab inside one, or give --root PATH-OF-A-CHECKOUT")
     if missing:
         raise SystemExit(f"hakmem-lab: bench programs missing from {root / 'build' / 'bench'}: {', '.join(missing)}"
                          f" (build them with `make -C {root / 'bench'}`)")
     return warnings
+
+
+_signal_received: str | None = None
+
+
+def raise_interrupt(signum: int, frame: object) -> None:
+    """Handler of SIGTERM and SIGHUP (cli.main): end the run as Ctrl-C does, so that the workload running
+    is killed and the report is written with what finished."""
+    global _signal_received
+    _signal_received = signal.Signals(signum).name
+    raise KeyboardInterrupt
+
+
+def interruption() -> str:
+    return _signal_received or "Ctrl-C"
 
 
 class UsageError(Exception):
@@ -87,14 +108,30 @@ class UsageError(Exception):
 
 
 def check_numbers(args: argparse.Namespace, *names: str, at_least_zero: tuple[str, ...] = ()) -> None:
-    """Raise UsageError unless each option of `names` that was given as a number is above 0, and each of
-    `at_least_zero` is 0 or more."""
+    """Raise UsageError unless each option of `names` that was given as a number is finite and above 0,
+    and each of `at_least_zero` finite and 0 or more."""
     for name in (*names, *at_least_zero):
         value = getattr(args, name, None)
         least_zero = name in at_least_zero
         if isinstance(value, (int, float)) and not (value >= 0 if least_zero else value > 0):
             raise UsageError(f"--{name.replace('_', '-')} must be {'at least 0' if least_zero else 'above 0'}, "
                              f"got {value}")
+        if isinstance(value, float) and not math.isfinite(value):  # inf broke the watchdog and strace's timeout
+            raise UsageError(f"--{name.replace('_', '-')} must be a finite number, got {value}")
+
+
+def prepare_out_dir(out: Path) -> None:
+    """Make the report's folder before anything runs and check that it takes files: a folder that cannot
+    be written used to lose the whole run at its end. A folder that already holds a report is reused
+    (its files are replaced, others stay), with a warning."""
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=out, prefix=".write-test-"):
+            pass
+    except OSError as e:
+        raise UsageError(f"--out {out}: cannot write there ({e.strerror or e})") from None
+    if (out / "report.md").exists():
+        print(f"hakmem-lab: {out} already holds a report; its files will be replaced", file=sys.stderr)
 
 
 class Session:
@@ -116,6 +153,7 @@ class Session:
             self.allocators = al.select(self.discovery, names, tuple(args.alloc))
         except al.AllocatorError as e:
             raise UsageError(str(e)) from None
+        prepare_out_dir(self.out_dir)
         self.machine = machine.describe(self.root)
         self.commands: list[str] = []
         self.runs: list[runner.Run] = []
@@ -174,7 +212,7 @@ class Session:
         try:
             yield
         except KeyboardInterrupt:
-            self.status = (f"PARTIAL — interrupted (Ctrl-C) after {len(self.runs)} timed runs; "
+            self.status = (f"PARTIAL — interrupted ({interruption()}) after {len(self.runs)} timed runs; "
                            "the figures below use what finished")
             self.exit_code = EXIT_INTERRUPTED
         except al.AllocatorMismatch as e:

@@ -278,6 +278,27 @@ def test_launcher_command_not_found(launcher):
     assert proc.returncode == 127 and "no-such-command-hakmem" in proc.stderr, describe(proc)
 
 
+def test_launcher_refuses_what_exec_cannot_run(launcher, tmp_path):
+    """A shell builtin passed the launcher's check and then failed in exec ("exec: cd: not found"); a file
+    without execute permission is 126, as in a shell. A command that is a builtin and a program too
+    (true) runs the program."""
+    plain = tmp_path / "script.sh"
+    plain.write_text("#!/bin/sh\nexit 0\n")
+    for args, rc, words in ((["cd", "/"], 127, "'cd' not found"), ([plain], 126, "not an executable file"),
+                            (["true"], 0, "")):
+        proc = launch(launcher, "run", "--", *args)
+        assert proc.returncode == rc and words in proc.stderr, describe(proc)
+
+
+def test_launcher_refuses_conflicting_or_malformed_choices(launcher, libhakmem):
+    """--secure with --lib used to drop --secure without a word, and HAKMEM_SECURE=yes chose the default
+    build: both are usage errors now."""
+    proc = launch(launcher, "run", "--secure", "--lib", libhakmem, "--", "/bin/true")
+    assert proc.returncode == 2 and "--secure" in proc.stderr, describe(proc)
+    proc = launch(launcher, "run", "--", "/bin/true", env={"HAKMEM_SECURE": "yes"})
+    assert proc.returncode == 2 and "HAKMEM_SECURE must be 0 or 1" in proc.stderr, describe(proc)
+
+
 def test_launcher_exit_status(launcher):
     proc = launch(launcher, "run", "--", "/bin/sh", "-c", "exit 7")
     assert proc.returncode == 7, "the launcher does not pass on the program's exit status" + describe(proc)

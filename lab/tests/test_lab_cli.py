@@ -201,25 +201,64 @@ def test_latency_ccdf(bench_built, root, tmp_path):
         assert _is_png(out_dir / "latency-ccdf.png")
 
 
-def test_ctrl_c_keeps_a_partial_report(bench_built, root, tmp_path):
-    """Ctrl-C three seconds into a run far too long to finish by then leaves the rounds so far in a report
-    marked partial. The child starts with SIGINT at its default: a test run started in the background of a
-    non-interactive shell inherits it ignored, and Python then never raises KeyboardInterrupt."""
+def _bench_processes():
+    """Processes running `random_mixed 100M` (the full-size run the test below interrupts; each takes about
+    a second, so one the lab left behind is still there when it has ended)."""
+    found = []
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            cmd = open(f"/proc/{pid}/cmdline", "rb").read().split(b"\0")
+        except OSError:
+            continue
+        if cmd and cmd[0].endswith(b"/bench/random_mixed") and b"100M" in cmd:
+            found.append(int(pid))
+    return found
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_a_signal_keeps_a_partial_report(bench_built, root, tmp_path, sig):
+    """Ctrl-C (SIGINT), SIGTERM or SIGHUP three seconds into a run far too long to finish by then leaves
+    the rounds so far in a report marked partial, naming the signal, and no workload running (SIGTERM and
+    SIGHUP used to end the lab at once: no report, the workload left running). The child starts with
+    SIGINT at its default: a test run started in the background of a non-interactive shell inherits it
+    ignored, and Python then never raises KeyboardInterrupt."""
     out_dir = tmp_path / "partial"
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    proc = subprocess.Popen([sys.executable, "-m", "lab", "compare", "--size", "quick", "--reps", "5000", "--allocs",
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "compare", "--size", "full", "--reps", "5000", "--allocs",
                              "glibc", "--workloads", "random_mixed", "--no-progress", "--out", str(out_dir)],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     time.sleep(3.0)
-    proc.send_signal(signal.SIGINT)
+    proc.send_signal(sig)
     _, err = proc.communicate(timeout=60)
     assert proc.returncode == 130, err
     text = (out_dir / "report.md").read_text()
     assert "**Status:** PARTIAL" in text
+    assert ("Ctrl-C" if sig == signal.SIGINT else sig.name) in text
     runs = json.loads((out_dir / "data.json").read_text())["runs"]
     assert 1 <= len(runs) < 5000
     assert "### random_mixed" in text
+    assert not _bench_processes(), "a workload kept running after the lab ended"
+
+
+def test_an_out_folder_that_cannot_be_written_is_refused_before_any_run(root, tmp_path):
+    """--out under a file (or anywhere the lab cannot write) is a usage error at once: it used to run
+    everything and then lose it all to a traceback."""
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    res = run_lab(root, "compare", "--allocs", "glibc", "--reps", "1", "--workloads", "pair", "--no-strace",
+                  "--no-latency", "--out", str(blocker / "sub"))
+    assert res.returncode == 2, res.stderr
+    assert "cannot write there" in res.stderr
+    assert "RESULT" not in res.stdout
+
+
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_a_timeout_must_be_finite(root, value):
+    res = run_lab(root, "compare", "--allocs", "glibc", "--reps", "1", "--workloads", "pair", "--timeout", value)
+    assert res.returncode == 2, res.stderr
 
 
 def test_without_strace_the_column_stays_empty_and_the_report_says_why(bench_built, root, tmp_path, monkeypatch):
