@@ -35,7 +35,10 @@ void *hak_malloc(size_t size);
 /** Allocate `count * size` zeroed bytes; NULL with errno = ENOMEM if the product overflows. */
 void *hak_calloc(size_t count, size_t size);
 /** Resize `ptr` to `size` bytes keeping its contents. realloc(NULL, n) is malloc(n); realloc(p, 0) frees p
- *  and returns NULL. On failure the old block stays valid and NULL is returned with errno = ENOMEM. */
+ *  and returns NULL. On failure the old block stays valid and NULL is returned with errno = ENOMEM. A
+ *  block above 512 KiB that cannot grow where it lies moves to a new mapping, which needs address space
+ *  for the old and the new size at once (glibc's needs the new size only): under a tight RLIMIT_AS such a
+ *  realloc can fail where glibc's succeeds. */
 void *hak_realloc(void *ptr, size_t size);
 /** realloc(ptr, count * size) with overflow check (NULL, errno = ENOMEM, old block intact). */
 void *hak_reallocarray(void *ptr, size_t count, size_t size);

@@ -410,6 +410,13 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
   }
   int saved_errno = errno;
   hak_large *resized = mapping_resize(h, need);
+  if (resized == NULL) {
+    /* address space may be held by caches, as for a new mapping (map_new): give it back and try once
+     * more (a review: realloc said ENOMEM while the large cache held a freed 400 MiB under RLIMIT_AS,
+     * and malloc_trim then let it through) */
+    hak_heaps_collect(true);
+    resized = mapping_resize(h, need);
+  }
   errno = resized != NULL ? saved_errno : ENOMEM;
   if (resized == NULL) {
     live_add(h, true); /* still mapped as it was */

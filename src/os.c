@@ -41,9 +41,13 @@ static void raw_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
+/* The hints walk the window and start again at its base once they reach its end (the kernel passes over
+ * a hint that is taken): they used to stop there for good, and every aligned mapping after 32 TiB of
+ * them, or a thousand 2^34-aligned ones, cost three calls (a review: 8 MiB pairs 31 % slower). */
 static void *hinted_map(size_t size, size_t align, bool reserve, int prot) {
   size_t step = (size + align - 1) & ~(align - 1);
-  uintptr_t hint = atomic_fetch_add_explicit(&hint_next, step, memory_order_relaxed);
+  uintptr_t walked = atomic_fetch_add_explicit(&hint_next, step, memory_order_relaxed) - HINT_BASE;
+  uintptr_t hint = HINT_BASE + walked % (HINT_END - HINT_BASE);
   hint = (hint + align - 1) & ~(uintptr_t)(align - 1);
   if (hint + size > HINT_END) return NULL;
   void *p = raw_map((void *)hint, size, reserve, prot);

@@ -149,6 +149,17 @@ def test_malloc_trim_says_whether_it_released(test_binary, run_plain):
     assert "malloc_trim 1 then 0" in proc.stdout, describe(proc)
 
 
+def test_address_hints_start_again_at_the_window_base(test_binary, run_plain):
+    """Large mappings are placed through address hints in a 32 TiB window; after 32 TiB of mappings the
+    hints stopped at its end for good and every aligned mapping took three calls (mmap, two munmaps). They
+    start again at its base now: 1000 mappings after the window was walked through take about 1000 calls."""
+    proc = run_plain([test_binary("test_hakapi"), "hint-window"], env={"HAKMEM_LARGE_CACHE_MB": "0"}, timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    m = re.search(r"hint window: (\d+) mmap and (\d+) munmap calls", proc.stdout)
+    assert m, describe(proc)
+    assert int(m.group(1)) <= 1100 and int(m.group(2)) <= 1100, describe(proc)
+
+
 def test_stats_print_to_stderr(test_binary, run_plain):
     proc = run_plain([test_binary("test_hakapi"), "print"])
     assert proc.returncode == 0, describe(proc)

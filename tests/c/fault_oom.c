@@ -153,6 +153,34 @@ static void realloc_scenario(void) {
   printf("realloc: failed with ENOMEM after %zu MiB, old blocks intact, grew after freeing\n", n);
 }
 
+/* A large realloc that fits only once the blocks the allocator keeps for reuse are given back: hakmem's
+ * large cache held a freed block of half the headroom and realloc failed with ENOMEM (malloc_trim then let
+ * it through); it now gives its caches back and tries again, as a new mapping does. */
+static void realloc_past_cache_scenario(void) {
+  const char *name = "realloc past cache";
+  size_t small = headroom / 6, cached = headroom / 2, grow = headroom / 8 * 5;
+  unsigned char *a = malloc(small), *c = malloc(cached);
+  if (!a || !c) {
+    check(0, name, "setup allocation failed");
+    free(a);
+    free(c);
+    return;
+  }
+  memset(a, 0x3c, small);
+  free(c);
+  errno = 0;
+  unsigned char *r = realloc(a, grow);
+  check(r != NULL, name, "realloc failed while the freed block's address space could be given back");
+  if (r == NULL) {
+    free(a);
+    return;
+  }
+  for (size_t i = 0; i < small; i += 4096) check(r[i] == 0x3c, name, "contents lost by realloc");
+  free(r);
+  printf("realloc past cache: %zu -> %zu MiB with a freed %zu MiB block kept for reuse\n", small / MIB, grow / MIB,
+         cached / MIB);
+}
+
 int main(int argc, char **argv) {
   static char outbuf[4096];
   setvbuf(stdout, outbuf, _IOLBF, sizeof outbuf);
@@ -181,6 +209,7 @@ int main(int argc, char **argv) {
   scenario(K_MEMALIGN, 200000, 4096);
   scenario(K_ALIGNED, 300000, 65536);
   realloc_scenario();
+  realloc_past_cache_scenario();
   printf("%s (%d failures)\n", failures ? "FAILED" : "all scenarios passed", failures);
   return failures ? 1 : 0;
 }

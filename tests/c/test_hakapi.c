@@ -718,6 +718,27 @@ int main(int argc, char **argv) {
     printf("malloc_trim %d then %d\n", first, second);
     return 0;
   }
+  if (argc > 1 && strcmp(argv[1], "hint-window") == 0) {
+    /* 34,000 GiB-sized blocks, each mapped and unmapped (run with HAKMEM_LARGE_CACHE_MB=0), walk past the
+     * end of the 32 TiB window of address hints; then 1,000 blocks of 8 MiB: once the hints stopped at the
+     * window's end, each mapping cost three mmap/munmap calls instead of one */
+    for (int i = 0; i < 34000; i++) {
+      char *p = must_malloc((size_t)1 << 30);
+      p[0] = 1;
+      free(p);
+    }
+    struct hak_stats before = snap();
+    for (int i = 0; i < 1000; i++) {
+      char *p = must_malloc((size_t)8 << 20);
+      p[0] = 1;
+      free(p);
+    }
+    struct hak_stats after = snap();
+    printf("hint window: %llu mmap and %llu munmap calls for 1000 blocks of 8 MiB\n",
+           (unsigned long long)(after.mmap_calls - before.mmap_calls),
+           (unsigned long long)(after.munmap_calls - before.munmap_calls));
+    return 0;
+  }
   if (argc > 1 && strcmp(argv[1], "glibc-calls") == 0) {
     malloc_stats();
     return mallopt(M_ARENA_MAX, 2) == 1 ? 0 : 3;
