@@ -13,8 +13,8 @@
 /* Hardened builds keep two words per small/medium block:
  * - the canary, the block's last word, holds hak_canary() from carving on and is never written again: a
  *   free that finds it changed reports an overflow from the block into its neighbour;
- * - the freed tag, the block's second word, holds the same value while the block is free (malloc clears
- *   it): a free that finds it reports a double free. (Equal values let free test both words against one
+ * - the freed tag, the block's second word, holds the same value while the block is free (malloc checks
+ *   and clears it): a free that finds it reports a double free, a malloc that misses it a corrupted list. (Equal values let free test both words against one
  *   register; the tag tells a reader of a freed block nothing its canary would not.)
  * The classes of hardened builds start at 32 bytes, so the two never share a word. malloc writes only the
  * line it reads the free-list link from; free reads the canary's line but writes only the first line,
@@ -29,12 +29,22 @@ static inline uintptr_t *hak_canary_word(const hak_page *page, const hak_block *
 
 static inline uintptr_t *hak_freed_tag(hak_block *b) { return (uintptr_t *)b + 1; }
 
-/* A popped block loses its freed tag. (hak_next_decode guarantees range and 16-byte alignment only: a
- * link that decodes to the middle of a block takes the page's key to forge, and that block's free then
- * fails the canary check.) */
+/* A popped block loses its freed tag and its encoded link (left in place, the link and the block's
+ * address gave away the page's free-list key to a reader of fresh memory: a review forged a link with
+ * it). */
 static inline void *hak_secure_on_alloc(hak_block *b) {
+  b->next = NULL;
   *hak_freed_tag(b) = 0;
   return b;
+}
+
+/* Whether a block about to be popped carries its freed tag. A block on a free list always does; one that
+ * does not was freed twice after its tag was overwritten (the second free took it for live), or is not a
+ * free block at all: a link flipped by a use-after-free write decodes, with the xor encoding, to the
+ * address it was flipped to, so the range test alone let a few written bytes hand out a live block
+ * again (a review's reproducer: the same two blocks returned forever). */
+static inline bool hak_secure_pop_ok(const hak_page *page, const hak_block *b) {
+  return *hak_freed_tag((hak_block *)b) == hak_canary(page, b);
 }
 #endif
 
@@ -58,7 +68,8 @@ static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
   if (unlikely(b == NULL)) return NULL;
 #if HAK_SECURE
   hak_block *next;
-  if (unlikely(!hak_next_decode_checked(page, b, &next))) return hak_report_corrupt_link(page, b);
+  if (unlikely(!hak_next_decode_checked(page, b, &next) || !hak_secure_pop_ok(page, b)))
+    return hak_report_corrupt_link(page, b);
   page->free = next;
   hak_secure_on_alloc(b);
 #else

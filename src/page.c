@@ -32,7 +32,8 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
 
 #if HAK_SECURE
 void *hak_report_corrupt_link(const hak_page *page, const hak_block *b) {
-  hak_fatal("free-list corruption (a freed block was overwritten) at", b, page->size_class);
+  hak_fatal("free-list corruption (a freed block was overwritten, or freed twice after a write to it) at", b,
+            page->size_class);
 }
 #endif
 

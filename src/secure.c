@@ -36,7 +36,10 @@ void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key)
   heap->random ^= heap->random >> 7;
   heap->random ^= heap->random << 17;
   *key = mix64(heap->random ^ key_secret[0]) | 1;
-  *canary_key = mix64(heap->random ^ key_secret[1]);
+  /* A nonzero low nibble: blocks are 16-byte aligned, so every canary's low byte, the first byte past a
+   * block's usable end, is then nonzero, and an off-by-one NUL (a string's terminator) always changes it
+   * (a review: with a low byte of 0, a quarter of a page's blocks missed it) */
+  *canary_key = mix64(heap->random ^ key_secret[1]) | 0x8;
 }
 
 /* What the checks of a free (`freeing`) or of realloc / a usable-size call found wrong with `b`. */

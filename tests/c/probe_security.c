@@ -339,6 +339,91 @@ static int freelist_hijack(void) {
   return 0;
 }
 
+/* A use-after-free write to the freed block's second word (a reference count, say), then a second free of
+ * it, among 64 live blocks: the write hid the block's freed mark from the second free, and the block was
+ * handed out twice. */
+static int df_after_uaf_write(void) {
+  static char *live[64];
+  for (int i = 0; i < 64; i++) {
+    live[i] = malloc(48);
+    if (!live[i]) return fail("malloc returned NULL");
+  }
+  char *p = live[10], *q = live[11];
+  free(p);
+  target(p);
+  ((volatile long *)opaque(p))[1]--;
+  free(q);
+  free(p);
+  void *got[4];
+  for (int i = 0; i < 4; i++) got[i] = malloc(48);
+  for (int i = 0; i < 4; i++)
+    for (int j = i + 1; j < 4; j++)
+      if (got[i] != NULL && got[i] == got[j]) {
+        fprintf(stderr, "probe: %s: malloc returned %p twice\n", probe_name, got[i]);
+        return 3;
+      }
+  return 0;
+}
+
+/* A few bytes written into a freed block's link, no key needed: the difference between two blocks'
+ * addresses xored in moves a link stored xor-encoded (hakmem's hardened build stores it rotated left by 16
+ * bits, so the address's bits 0-15 sit in the word's bytes 2-3 and bits 16-31 in bytes 4-5) from one freed
+ * block to another, which a range test accepts; malloc then hands the same blocks out again and again. */
+static int uaf_link_flip(void) {
+  char *b[8];
+  for (int i = 0; i < 8; i++) b[i] = malloc(200);
+  free(b[6]);
+  free(b[4]);
+  free(b[5]);
+  target(b[4]);
+  uintptr_t diff = (uintptr_t)b[6] ^ (uintptr_t)b[5];
+  ((volatile uint16_t *)opaque(b[4]))[1] ^= (uint16_t)diff;
+  ((volatile uint16_t *)opaque(b[4]))[2] ^= (uint16_t)(diff >> 16);
+  void *seen[64];
+  for (int i = 0; i < 64; i++) {
+    seen[i] = malloc(200);
+    for (int j = 0; j < i; j++)
+      if (seen[i] != NULL && seen[i] == seen[j]) {
+        fprintf(stderr, "probe: %s: malloc returned %p twice\n", probe_name, seen[i]);
+        return 3;
+      }
+  }
+  return 0;
+}
+
+/* Fresh memory from malloc, read before it is written (a leak of uninitialised memory): it must not
+ * carry the encoded free-list link, from which a reader recovers the page's key with two addresses. */
+static int fresh_memory_leaks_link(void) {
+  void *hold[8];
+  for (int i = 0; i < 8; i++) hold[i] = malloc(64);
+  for (int i = 0; i < 8; i++) free(hold[i]);
+  uintptr_t *p = malloc(64);
+  if (!p) return fail("malloc returned NULL");
+  if (p[0] != 0) {
+    fprintf(stderr, "probe: %s: a fresh block's first word holds %#lx\n", probe_name, (unsigned long)p[0]);
+    return 3;
+  }
+  return 0;
+}
+
+/* An off-by-one string terminator: strcpy of a string exactly as long as the usable size writes its NUL
+ * one byte past the end, into the canary's lowest byte; 64 blocks so that any canary value is met. */
+static int overflow_nul_small(void) {
+  char *p[64];
+  for (int i = 0; i < 64; i++) {
+    p[i] = malloc(56);
+    if (!p[i]) return fail("malloc returned NULL");
+  }
+  for (int i = 0; i < 64; i++) {
+    size_t n = malloc_usable_size(p[i]);
+    memset(p[i], 'x', n);
+    ((volatile char *)opaque(p[i]))[n] = '\0';
+  }
+  target(p[0]);
+  for (int i = 0; i < 64; i++) free(p[i]);
+  return 0;
+}
+
 static int free_sized_wrong(void) {
   void (*free_sized_fn)(void *, size_t) = (void (*)(void *, size_t))dlsym(RTLD_DEFAULT, "free_sized");
   if (!free_sized_fn) {
@@ -429,6 +514,7 @@ static const struct probe probes[] = {
     {"df_after_allocs", df_after_allocs},
     {"df_after_realloc", df_after_realloc},
     {"df_cross_thread", df_cross_thread},
+    {"df_after_uaf_write", df_after_uaf_write},
     {"free_stack", free_stack},
     {"free_global", free_global},
     {"free_interior_small", free_interior_small},
@@ -451,6 +537,9 @@ static const struct probe probes[] = {
     {"uaf_write_malloc", uaf_write_malloc},
     {"uaf_write_1_malloc", uaf_write_1_malloc},
     {"freelist_hijack", freelist_hijack},
+    {"uaf_link_flip", uaf_link_flip},
+    {"fresh_memory_leaks_link", fresh_memory_leaks_link},
+    {"overflow_nul_small", overflow_nul_small},
     {"free_sized_wrong", free_sized_wrong},
     {"huge_malloc", huge_malloc},
     {"calloc_overflow", calloc_overflow},
