@@ -339,6 +339,20 @@ static int freelist_hijack(void) {
   return 0;
 }
 
+/* `n` (at most 64) mallocs of `size` without frees: 3 (reported) if one block comes back twice, else 0. */
+static int malloc_returns_twice(size_t size, int n) {
+  void *got[64];
+  for (int i = 0; i < n; i++) {
+    got[i] = malloc(size);
+    for (int j = 0; j < i; j++)
+      if (got[i] != NULL && got[i] == got[j]) {
+        fprintf(stderr, "probe: %s: malloc returned %p twice\n", probe_name, got[i]);
+        return 3;
+      }
+  }
+  return 0;
+}
+
 /* A use-after-free write to the freed block's second word (a reference count, say), then a second free of
  * it, among 64 live blocks: the write hid the block's freed mark from the second free, and the block was
  * handed out twice. */
@@ -354,15 +368,7 @@ static int df_after_uaf_write(void) {
   ((volatile long *)opaque(p))[1]--;
   free(q);
   free(p);
-  void *got[4];
-  for (int i = 0; i < 4; i++) got[i] = malloc(48);
-  for (int i = 0; i < 4; i++)
-    for (int j = i + 1; j < 4; j++)
-      if (got[i] != NULL && got[i] == got[j]) {
-        fprintf(stderr, "probe: %s: malloc returned %p twice\n", probe_name, got[i]);
-        return 3;
-      }
-  return 0;
+  return malloc_returns_twice(48, 4);
 }
 
 /* A few bytes written into a freed block's link, no key needed: the difference between two blocks'
@@ -379,16 +385,7 @@ static int uaf_link_flip(void) {
   uintptr_t diff = (uintptr_t)b[6] ^ (uintptr_t)b[5];
   ((volatile uint16_t *)opaque(b[4]))[1] ^= (uint16_t)diff;
   ((volatile uint16_t *)opaque(b[4]))[2] ^= (uint16_t)(diff >> 16);
-  void *seen[64];
-  for (int i = 0; i < 64; i++) {
-    seen[i] = malloc(200);
-    for (int j = 0; j < i; j++)
-      if (seen[i] != NULL && seen[i] == seen[j]) {
-        fprintf(stderr, "probe: %s: malloc returned %p twice\n", probe_name, seen[i]);
-        return 3;
-      }
-  }
-  return 0;
+  return malloc_returns_twice(200, 64);
 }
 
 /* Fresh memory from malloc, read before it is written (a leak of uninitialised memory): it must not
