@@ -33,26 +33,21 @@ NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$")
 # LD_PRELOAD splits its value at spaces and colons: a library whose path holds one is preloaded through a
 # symbolic link in a directory of this process (made on first need, removed at exit).
 _PRELOAD_SEPARATORS = (" ", ":", "\t", "\n")
-_link_dir: str | None = None
+_links: dict[str, str] = {}  # library path -> its link
 
 
 def preload_path(path: str) -> str:
     """A path to `path` that LD_PRELOAD can carry: itself, or a link to it in a directory without
     separators when its own path has one."""
-    global _link_dir
     if not any(c in path for c in _PRELOAD_SEPARATORS):
         return path
-    if _link_dir is None:
-        _link_dir = tempfile.mkdtemp(prefix="hakmem-lab-preload-")
-        atexit.register(shutil.rmtree, _link_dir, True)
-    for i in range(1000):
-        link = os.path.join(_link_dir, f"{i}-{re.sub(r'[^A-Za-z0-9_.+-]', '_', os.path.basename(path))}")
-        if os.path.islink(link) and os.readlink(link) == path:
-            return link
-        if not os.path.lexists(link):
-            os.symlink(path, link)
-            return link
-    raise AllocatorError(f"cannot make a preloadable link to {path}")
+    if path not in _links:
+        folder = tempfile.mkdtemp(prefix="hakmem-lab-preload-")
+        atexit.register(shutil.rmtree, folder, True)
+        link = os.path.join(folder, re.sub(r"[^A-Za-z0-9_.+-]", "_", os.path.basename(path)))
+        os.symlink(path, link)
+        _links[path] = link
+    return _links[path]
 
 
 def is_elf(path: str) -> bool:
