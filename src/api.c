@@ -62,8 +62,18 @@ static size_t usable_size(const void *p, bool claim) {
   }
   if (owner != NULL && ((uintptr_t)owner & HAK_PAGEMAP_LARGE_TAG)) {
     hak_large *h = (hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG);
-    if (h->user == p && !h->cached) return claim ? hak_large_usable_claim(h) : hak_large_usable(h);
+    if (h->user == p && h->cached)
+      hak_fatal_large("realloc or usable size of a freed block (use after free) at", p, hak_large_usable(h));
+    if (h->user == p) {
+#if HAK_SECURE
+      hak_large_check(h, false);
+#endif
+      return claim ? hak_large_usable_claim(h) : hak_large_usable(h);
+    }
   }
+  size_t released_bytes;
+  if (hak_large_was_released(p, &released_bytes))
+    hak_fatal_large("realloc or usable size of a freed block (use after free) at", p, released_bytes);
   hak_fatal("usable size asked of a pointer hakmem never returned:", p, -1);
 }
 
@@ -190,5 +200,8 @@ void hak_free_other(void *p) {
     hak_large_free((hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG), p);
     return;
   }
+  size_t released_bytes;
+  if (hak_large_was_released(p, &released_bytes))
+    hak_fatal_large("double free (the block's memory was released since) of", p, released_bytes);
   hak_fatal("free of a pointer hakmem never returned:", p, -1);
 }

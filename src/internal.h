@@ -294,6 +294,10 @@ int hak_report_fd(void);
 /* Hardened builds (secure.c): read the key secrets (once, from hak_init), and make the keys of a new page. */
 void hak_secure_init(void);
 void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key);
+/* A new salt for a large block's canaries, and the canary value of the large block at `user` with that
+ * salt (both of its canary words hold it). */
+uintptr_t hak_secure_large_salt(void);
+uintptr_t hak_secure_large_canary(const void *user, uintptr_t salt);
 #endif
 /* struct hak_stats without the process's page faults and RSS (left 0): no system call (stats.c). */
 void hak_stats_memory(struct hak_stats *out);
@@ -433,6 +437,10 @@ typedef struct hak_large {
                            * again until the mapping is freed again */
   bool trimmed;           /* purged by a trim (hak_large_trim), not by its deadline */
   struct hak_large *next, *prev;
+#if HAK_SECURE
+  size_t request;         /* bytes the live block was asked for; its end canary follows them (large.c) */
+  uintptr_t canary_salt;  /* the live block's share of its canary value (hak_secure_large_canary) */
+#endif
 } hak_large;
 
 void *hak_large_alloc(size_t size, size_t align, bool zero);
@@ -441,6 +449,14 @@ size_t hak_large_usable(const hak_large *hdr);
 /* The usable size told to the program (malloc_usable_size): it may write all of it from now on, so the
  * mapping counts every byte as touched and committed. */
 size_t hak_large_usable_claim(hak_large *hdr);
+/* Whether `p` was the block of one of the latest large mappings given back to the OS (a use after free
+ * or double free, then); sets *bytes to its usable size. For reports only: no lock. */
+bool hak_large_was_released(const void *p, size_t *bytes);
+#if HAK_SECURE
+/* Hardened builds: abort with a report unless both canary words of live block `hdr->user` are intact.
+ * `freeing`: the report is free's (realloc and the usable-size calls name themselves otherwise). */
+void hak_large_check(const hak_large *hdr, bool freeing);
+#endif
 void *hak_large_realloc(hak_large *hdr, void *p, size_t size);
 void hak_large_collect(bool force);
 /* Earliest purge deadline among the cached large mappings (hak_clock_ms time); 0 when none waits. */

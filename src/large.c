@@ -15,6 +15,16 @@
 #include "sync.h"
 
 #define LARGE_CACHE_ENTRIES 64
+
+#if HAK_SECURE
+/* Hardened builds guard each large block with two canary words of the same value (secure.c): one just
+ * before the block, at the end of the header's page (or of the alignment padding), against underflows;
+ * one right after the bytes asked for, at any alignment, against overflows. The usable size is then the
+ * request. free, realloc and the usable-size calls check both. */
+#define LARGE_END_CANARY sizeof(uintptr_t)
+#else
+#define LARGE_END_CANARY 0
+#endif
 #define HUGE_PAGE ((size_t)2 << 20)
 
 static struct {
@@ -51,6 +61,34 @@ static size_t held(const hak_large *h) { return h->map_size - h->released_tail; 
 static void live_add(const hak_large *h, bool add) {
   hak_counter_add(&large.live_held, add ? (uint64_t)held(h) : (uint64_t)0 - held(h));
 }
+
+#if HAK_SECURE
+/* The block's canaries for a request of `size` bytes, with a new salt (every malloc and realloc). */
+static void arm_canaries(hak_large *h, size_t size) {
+  h->canary_salt = hak_secure_large_salt();
+  uintptr_t canary = hak_secure_large_canary(h->user, h->canary_salt);
+  h->request = size;
+  memcpy(h->user - sizeof canary, &canary, sizeof canary);
+  memcpy(h->user + size, &canary, sizeof canary);
+}
+
+/* A realloc that may grow the block first wipes its end canary, which would otherwise become readable
+ * contents (arm_canaries writes the new one). */
+static void wipe_end_canary(hak_large *h) { memset(h->user + h->request, 0, sizeof(uintptr_t)); }
+
+void hak_large_check(const hak_large *h, bool freeing) {
+  uintptr_t canary = hak_secure_large_canary(h->user, h->canary_salt), before, after;
+  memcpy(&before, h->user - sizeof before, sizeof before);
+  memcpy(&after, h->user + h->request, sizeof after);
+  if (after != canary)
+    hak_fatal_large(freeing ? "heap overflow (canary overwritten) in block" :
+                    "realloc or usable size: heap overflow (canary overwritten) in block", h->user, h->request);
+  if (before != canary)
+    hak_fatal_large(freeing ? "heap underflow (canary before the block overwritten) in block" :
+                    "realloc or usable size: heap underflow (canary before the block overwritten) in block",
+                    h->user, h->request);
+}
+#endif
 
 static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
 static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
@@ -98,8 +136,37 @@ static void block_reaches(hak_large *h, size_t need) {
   if (h->released_tail > h->map_size - need) set_released_tail(h, h->map_size - need);
 }
 
+/* The latest large blocks whose mappings went back to the OS: a later free, realloc or usable-size call
+ * of one of them is a use after free that the page map alone would call a pointer never returned. A
+ * mapping made there since has its own page-map entry and is not looked up here. */
+#define RELEASED_REMEMBERED 64
+static struct {
+  _Atomic uint64_t next;
+  _Atomic(uintptr_t) user[RELEASED_REMEMBERED];
+  _Atomic uint64_t bytes[RELEASED_REMEMBERED];
+} released;
+
+static void remember_released(const hak_large *h) {
+  uint64_t i = atomic_fetch_add_explicit(&released.next, 1, memory_order_relaxed) % RELEASED_REMEMBERED;
+  atomic_store_explicit(&released.user[i], (uintptr_t)h->user, memory_order_relaxed);
+  atomic_store_explicit(&released.bytes[i], hak_large_usable(h), memory_order_relaxed);
+}
+
+bool hak_large_was_released(const void *p, size_t *bytes) {
+  for (unsigned i = 0; i < RELEASED_REMEMBERED; i++) {
+    if (atomic_load_explicit(&released.user[i], memory_order_relaxed) == (uintptr_t)p) {
+      *bytes = atomic_load_explicit(&released.bytes[i], memory_order_relaxed);
+      return p != NULL;
+    }
+  }
+  return false;
+}
+
 static void large_unmap(hak_large *h) {
-  if (h->user) hak_pagemap_set(h->user, NULL);
+  if (h->user) {
+    remember_released(h); /* every block a mapping held was freed: a new one's is set after mapping */
+    hak_pagemap_set(h->user, NULL);
+  }
   if (h->purged) hak_os_recommit(h->map_size - HAK_OS_PAGE);
   set_released_tail(h, 0);
   hak_os_unmap(h, h->map_size, true);
@@ -221,7 +288,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
-  size_t need = page_round(off + (size ? size : 1)), map_align = map_align_for(off);
+  size_t need = page_round(off + (size ? size : 1) + LARGE_END_CANARY), map_align = map_align_for(off);
   int saved_errno = errno; /* failed attempts that a fallback repairs must not show through malloc */
   hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
   if (h != NULL && !fits(h->map_size, need)) {
@@ -257,6 +324,9 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
+#if HAK_SECURE
+  arm_canaries(h, size);
+#endif
   hak_counter_add(&large.allocs, 1);
   hak_counter_add(&large.alloc_bytes, hak_large_usable(h));
   live_add(h, true);
@@ -265,7 +335,13 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   return user;
 }
 
-size_t hak_large_usable(const hak_large *h) { return h->map_size - (size_t)(h->user - (const uint8_t *)h); }
+size_t hak_large_usable(const hak_large *h) {
+#if HAK_SECURE
+  return h->request;
+#else
+  return h->map_size - (size_t)(h->user - (const uint8_t *)h);
+#endif
+}
 
 size_t hak_large_usable_claim(hak_large *h) {
   live_add(h, false);
@@ -281,6 +357,9 @@ void hak_large_free(hak_large *h, void *p) {
   if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
     hak_fatal("free of a pointer that is not an allocated block:", p, -1);
   if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
+#if HAK_SECURE
+  hak_large_check(h, true);
+#endif
   hak_counter_add(&large.frees, 1);
   live_add(h, false);
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
@@ -401,10 +480,16 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t need = page_round(off + size);
+  size_t need = page_round(off + size + LARGE_END_CANARY);
   live_add(h, false);
+#if HAK_SECURE
+  wipe_end_canary(h);
+#endif
   if (need <= h->map_size && need >= h->map_size / 2) {
     block_reaches(h, need);
+#if HAK_SECURE
+    arm_canaries(h, size);
+#endif
     live_add(h, true);
     return p;
   }
@@ -419,10 +504,16 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
   }
   errno = resized != NULL ? saved_errno : ENOMEM;
   if (resized == NULL) {
+#if HAK_SECURE
+    arm_canaries(h, h->request);
+#endif
     live_add(h, true); /* still mapped as it was */
     return NULL;
   }
   block_reaches(resized, need);
+#if HAK_SECURE
+  arm_canaries(resized, size);
+#endif
   live_add(resized, true);
   return resized->user;
 }

@@ -42,6 +42,23 @@ void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key)
   *canary_key = mix64(heap->random ^ key_secret[1]) | 0x8;
 }
 
+/* A large block's canary mixes its address with the canary secret and xors a salt kept in its header:
+ * a canary read past a block's end (an over-read, or the stale word a growing realloc would leave)
+ * then tells nothing about the secret or any other block's canary, and an underflow that reaches back
+ * to the header cannot make the salt match without knowing the secret. */
+static _Atomic uint64_t large_salt_count;
+
+uintptr_t hak_secure_large_salt(void) {
+  uint64_t n = atomic_fetch_add_explicit(&large_salt_count, 1, memory_order_relaxed);
+  return mix64(n ^ key_secret[0] ^ 0x6c61726765ull);
+}
+
+uintptr_t hak_secure_large_canary(const void *user, uintptr_t salt) {
+  /* the low byte is the first one past the block (an off-by-one NUL), the high byte the last one before
+   * it (an underflow by one): both nonzero, as for the small canaries */
+  return (mix64((uintptr_t)user ^ key_secret[1]) ^ salt) | 0x8000000000000008ull;
+}
+
 /* What the checks of a free (`freeing`) or of realloc / a usable-size call found wrong with `b`. */
 static __attribute__((noreturn)) void report_bad_block(const hak_page *page, hak_block *b, bool freeing) {
   const char *not_ours = freeing ? "free of a pointer that is not an allocated block:"

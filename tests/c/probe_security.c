@@ -162,6 +162,30 @@ static int realloc_after_free(void) {
   return 0;
 }
 
+/* A large block freed and cached, then reallocated. */
+static int realloc_after_free_large(void) {
+  char *p = malloc(2u << 20);
+  if (!p) return fail("malloc returned NULL");
+  memset(p, 0x21, 4096);
+  free(p);
+  target(p);
+  char *q = realloc(opaque(p), 100);
+  fprintf(stderr, "probe: %s: realloc returned %p\n", probe_name, (void *)q);
+  return 0;
+}
+
+/* A large block freed, its memory given back to the OS (malloc_trim empties the cache), freed again. */
+static int df_released_large(void) {
+  char *p = malloc(2u << 20);
+  if (!p) return fail("malloc returned NULL");
+  memset(p, 0x5a, 4096);
+  free(p);
+  malloc_trim(0);
+  target(p);
+  free(opaque(p));
+  return 0;
+}
+
 static int realloc_interior_small(void) {
   char *p = malloc(64);
   if (!p) return fail("malloc returned NULL");
@@ -280,8 +304,12 @@ static int overflow_1_medium(void) { return corrupt_neighbours(4096, USABLE_END,
 static int overflow_32_medium(void) { return corrupt_neighbours(4096, USABLE_END, 32); }
 /* One byte past the 40 bytes requested, which may still lie inside the usable size. */
 static int overflow_1_slack(void) { return corrupt_neighbours(40, 40, 1); }
+static int overflow_1_large(void) { return corrupt_neighbours(1u << 20, USABLE_END, 1); }
+static int overflow_32_large(void) { return corrupt_neighbours(1u << 20, USABLE_END, 32); }
 static int underflow_1_small(void) { return corrupt_neighbours(64, -1, 1); }
 static int underflow_32_small(void) { return corrupt_neighbours(64, -32, 32); }
+static int underflow_1_large(void) { return corrupt_neighbours(1u << 20, -1, 1); }
+static int underflow_32_large(void) { return corrupt_neighbours(1u << 20, -32, 32); }
 
 /* ---- use after free and free-list corruption ----------------------------------------------------- */
 
@@ -517,6 +545,8 @@ static const struct probe probes[] = {
     {"free_interior_small", free_interior_small},
     {"free_interior_large", free_interior_large},
     {"realloc_after_free", realloc_after_free},
+    {"realloc_after_free_large", realloc_after_free_large},
+    {"df_released_large", df_released_large},
     {"realloc_interior_small", realloc_interior_small},
     {"free_region_start", free_region_start},
     {"free_region_end", free_region_end},
@@ -531,6 +561,10 @@ static const struct probe probes[] = {
     {"overflow_1_slack", overflow_1_slack},
     {"underflow_1_small", underflow_1_small},
     {"underflow_32_small", underflow_32_small},
+    {"overflow_1_large", overflow_1_large},
+    {"overflow_32_large", overflow_32_large},
+    {"underflow_1_large", underflow_1_large},
+    {"underflow_32_large", underflow_32_large},
     {"uaf_write_malloc", uaf_write_malloc},
     {"uaf_write_1_malloc", uaf_write_1_malloc},
     {"freelist_hijack", freelist_hijack},

@@ -55,6 +55,8 @@ static size_t hide(size_t n) {
 }
 
 /* Fill n bytes with b; return the offset of the first byte that is not b, or (size_t)-1. */
+static int on_hakmem; /* set by main: the allocator under test is hakmem */
+
 static size_t first_not(const void *p, size_t n, unsigned char b) {
   const unsigned char *c = p;
   for (size_t i = 0; i < n; i++)
@@ -127,8 +129,10 @@ static void check_realloc(const struct api *a) {
   a->free(p);
 
   /* Growth and shrink across every tier keep the common prefix. */
+  /* (odd large sizes move the end canary of hakmem's hardened build: in place, across a page, moved) */
   static const size_t steps[] = {1,        7,        16,       100,     1000,    1024,   1025,   4000,
-                                 64 * KiB, 100 * KiB, 512 * KiB, 513 * KiB, 3 * MiB, 9 * MiB, 2 * MiB,
+                                 64 * KiB, 100 * KiB, 512 * KiB, 513 * KiB, 513 * KiB + 5, 3 * MiB + 13,
+                                 3 * MiB + 21, 3 * MiB + 4090, 9 * MiB + 1, 9 * MiB, 2 * MiB + 4093, 2 * MiB,
                                  600 * KiB, 70 * KiB, 5000,     300,     17,      1};
   size_t cur = 0;
   p = NULL;
@@ -145,6 +149,24 @@ static void check_realloc(const struct api *a) {
     cur = n;
   }
   a->free(p);
+
+  /* hakmem's hardened build: a large block grown in place shows no trace of its old end canary */
+  if (on_hakmem && a->usable) {
+    unsigned char *b = a->malloc(hide(56));
+    REQUIRE(b != NULL, "[%s] malloc(56) returned NULL", a->name);
+    int hardened = a->usable(b) == 56; /* a 64-byte block less the hardened canary */
+    a->free(b);
+    unsigned char *big = hardened ? a->malloc(hide(MiB + 3)) : NULL;
+    if (hardened) {
+      REQUIRE(big != NULL, "[%s] malloc(1 MiB + 3) returned NULL", a->name);
+      memset(big, 0x6b, MiB + 3);
+      unsigned char *grown = a->realloc(big, hide(MiB + 64));
+      REQUIRE(grown == big, "[%s] realloc(1 MiB + 3 -> + 64) moved the block", a->name);
+      CHECK(first_not(grown + MiB + 3, 8, 0) == (size_t)-1, "[%s] the old end canary is readable after realloc",
+            a->name);
+      a->free(grown);
+    }
+  }
 
   /* realloc(p, 0) frees p and returns NULL. */
   for (size_t n = 1; n <= 3 * MiB; n = n * 5 + 3) {
@@ -282,7 +304,6 @@ static void check_overflow(const struct api *a) {
 
 /* ---- errno is left alone by calls that succeed (hakmem's promise; glibc makes none) --------------- */
 
-static int on_hakmem;
 
 /* A call that succeeds must not leave an errno from a failed first attempt it recovered from: growing a
  * cached large mapping whose neighbour blocks an in-place mremap, shrinking a cached mapping whose last

@@ -469,10 +469,17 @@ static void check_live(void) {
   d = LIVE(g0, g2, live_bytes, HAK_TIER_LARGE);
   CHECK(d >= (long long)(12 * MiB + 4096) && d <= (long long)(18 * MiB + 8192), "live large bytes +%lld after "
         "realloc to 12 MiB", d);
-  size_t usable = malloc_usable_size(p); /* the whole mapping becomes the caller's, tail included */
+  /* default builds: the whole mapping becomes the caller's, tail included; hardened builds: the usable
+   * size is the request, and the mapping holds it, the end canary and the header page */
+  size_t usable = malloc_usable_size(p);
   struct hak_stats g3 = snap();
   d = LIVE(g0, g3, live_bytes, HAK_TIER_LARGE);
-  CHECK(d == (long long)(usable + 4096), "live large bytes +%lld, usable size %zu plus the header page", d, usable);
+  void *probe56 = must_malloc(56);
+  bool hardened = malloc_usable_size(probe56) == 56; /* a 64-byte block less the hardened canary */
+  free(probe56);
+  size_t mapped = hardened ? ((usable + 8 + 4095) & ~(size_t)4095) : usable;
+  CHECK(d == (long long)(mapped + 4096), "live large bytes +%lld, usable size %zu (%s build) plus the header page",
+        d, usable, hardened ? "hardened" : "default");
   p = realloc(p, 1 * MiB);
   REQUIRE(p != NULL, "realloc down to 1 MiB");
   struct hak_stats g4 = snap();
