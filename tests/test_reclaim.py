@@ -1,5 +1,5 @@
 """tests/test_reclaim.py — memory that must come back (tests/c/test_reclaim.c): heaps of threads whose
-other destructors allocate late, pages emptied only by remote frees, released by malloc_trim, and the
+other destructors allocate late, and what those destructors allocated, freed by another thread, pages emptied only by remote frees, released by malloc_trim, and the
 resident memory of churning sets of medium and of large blocks, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
 a slow path, a freed large block reused, counted and released by hak_collect (also one that an
@@ -12,7 +12,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied", "pool",
+@pytest.mark.parametrize("case", ["late", "late-freed", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied", "pool",
                                   "deadline", "asleep", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;

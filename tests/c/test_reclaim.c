@@ -109,6 +109,51 @@ static int check_late(void) {
   return 0;
 }
 
+/* ---- late-freed: what destructors allocated late, freed by another thread ----------------------- */
+
+enum { LATE_THREADS = 8, LATE_BLOCKS = 2000 };
+static void *late_blocks[LATE_THREADS * LATE_BLOCKS];
+static int late_count;
+
+/* Runs after hakmem's own key destructor in most threads (hakmem's key is created first, at init), so
+ * its blocks come from the shared late heap. */
+static void allocate_late(void *v) {
+  (void)v;
+  for (int i = 0; i < LATE_BLOCKS; i++) {
+    late_blocks[late_count] = malloc(1000);
+    memset(late_blocks[late_count++], 1, 1000);
+  }
+}
+
+static void *late_keyed_thread(void *arg) {
+  free(malloc(10)); /* a heap of its own first */
+  pthread_setspecific(key, (void *)1);
+  return arg;
+}
+
+static int check_late_freed(void) {
+  pthread_key_create(&key, allocate_late);
+  for (int i = 0; i < LATE_THREADS; i++) { /* one at a time: the destructors share late_blocks */
+    pthread_t t;
+    if (pthread_create(&t, NULL, late_keyed_thread, NULL) != 0) return fprintf(stderr, "pthread_create failed\n"), 1;
+    pthread_join(t, NULL);
+  }
+  struct hak_stats full = snap();
+  for (int i = 0; i < late_count; i++) free(late_blocks[i]);
+  malloc_trim(0);
+  struct hak_stats after = snap();
+  uint64_t live = after.live_blocks[HAK_TIER_SMALL] + after.live_blocks[HAK_TIER_MEDIUM];
+  printf("late-freed: %d blocks allocated by destructors; committed %.1f MiB, then %.1f MiB and %llu live blocks "
+         "after freeing them and malloc_trim\n", late_count, mib(full.committed_bytes), mib(after.committed_bytes),
+         (unsigned long long)live);
+  if (live > (uint64_t)late_count / 10 || after.committed_bytes * 2 > full.committed_bytes) {
+    fprintf(stderr, "FAIL late-freed: malloc_trim left %llu blocks live and %.1f of %.1f MiB committed\n",
+            (unsigned long long)live, mib(after.committed_bytes), mib(full.committed_bytes));
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- trim: pages emptied by remote frees --------------------------------------------------------- */
 
 enum { BLOCKS = 200000 };
@@ -866,6 +911,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
+  if (argc == 2 && strcmp(argv[1], "late-freed") == 0) return check_late_freed();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
@@ -883,6 +929,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline\n");
+  fprintf(stderr, "usage: test_reclaim late|late-freed|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+          "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
