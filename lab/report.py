@@ -34,21 +34,50 @@ def fmt_num(v: float | None, digits: int = 3) -> str:
 
 def runs_phrase(counts: Sequence[int], reps: int) -> str:
     """What a table's figures are medians of, given each figure's number of runs: `reps` interleaved runs,
-    or fewer where runs failed or were interrupted."""
+    or fewer where the experiment was interrupted. A cell with a failed run has no figure at all (see
+    failed_phrase), so failures never shorten a median."""
     counts = sorted(set(counts))
     if not counts or counts == [reps]:
         return f"Median of {reps} interleaved runs"
     span = str(counts[0]) if len(counts) == 1 else f"{counts[0]}-{counts[-1]}"
-    return f"Median of {span} of {reps} interleaved runs (the others failed or were interrupted)"
+    return f"Median of {span} of {reps} interleaved runs (the others were not run: interrupted)"
+
+
+def fmt_failed(f: dict) -> str:
+    """The cell of a failed figure (runner.cell_failure): "FAILED 4/8" (runs failed of runs made), plus
+    " + latency pass" when the untimed latency pass failed too; "not run" when nothing ran (interrupted)."""
+    parts = [f"{f['failed_runs']}/{f['of_runs']}"] if f.get("failed_runs") else []
+    if f.get("latency_failed"):
+        parts.append("latency pass")
+    return "FAILED " + " + ".join(parts) if parts else "not run"
+
+
+def failure_detail(f: dict) -> str:
+    """'4 of 8 runs failed (timed out after 1.5 s ×4)', from a failed cell."""
+    n = f.get("failed_runs", 0)
+    head = [f"{n} of {f['of_runs']} runs"] if n else []
+    if f.get("latency_failed"):
+        head.append("the latency pass")
+    why = ", ".join(f"{k} ×{c}" if c > 1 else k for k, c in f.get("errors", {}).items())
+    return " and ".join(head) + " failed" + (f" ({why})" if why else "")
+
+
+def failed_phrase(cells: Sequence[tuple[str, dict]]) -> str:
+    """One sentence naming each failed (name, cell) and the runs it lost; '' when none failed."""
+    cells = [(name, f) for name, f in cells if f.get("failed_runs") or f.get("latency_failed")]
+    if not cells:
+        return ""
+    return ("**Failed, so no figure, ratio or rank here:** "
+            + "; ".join(f"{name}: {failure_detail(f)}" for name, f in cells) + ".")
 
 
 def fmt_int(v: float | None) -> str:
     return "" if v is None else f"{int(round(v)):,}"
 
 
-def fmt_kib(kb: float | None) -> str:
-    """KiB as MiB with one decimal."""
-    return "" if kb is None else f"{kb / 1024:,.1f} MiB"
+def fmt_kib(kb: float | None, missing: str = "") -> str:
+    """KiB as MiB with one decimal; `missing` for None."""
+    return missing if kb is None else f"{kb / 1024:,.1f} MiB"
 
 
 def fmt_pct(v: float | None, signed: bool = True) -> str:

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
-from lab.allocators import Allocator, verify
+from lab.allocators import Allocator, AllocatorMismatch, verify
 from lab.parse import parse_output, parse_strace_summary
 from lab.workloads import Workload
 
@@ -66,7 +66,8 @@ class Run:
     wall_s: float = 0.0
     user_s: float = 0.0
     sys_s: float = 0.0
-    maxrss_kb: int = 0  # the workload's own VmHWM (rusage's ru_maxrss includes the launcher's peak)
+    maxrss_kb: int | None = None  # the workload's own VmHWM; None when it printed none (rusage's ru_maxrss
+    # is no substitute: it counts the launcher's peak too)
     rusage_maxrss_kb: int = 0
     minflt: int = 0
     majflt: int = 0
@@ -235,16 +236,54 @@ def run(spec: Spec, root: Path, timeout: float | None = None, rss_interval: floa
     result.results, result.progress, result.hist = out.results, out.progress, out.hist
     result.allocator_check = out.allocator_check
     hwm = out.results.get("peak_rss_kb")
-    result.maxrss_kb = int(hwm) if isinstance(hwm, int) else usage.ru_maxrss
+    result.maxrss_kb = int(hwm) if isinstance(hwm, int) else None  # never ru_maxrss: the launcher's own peak
     if timed_out.is_set():
-        result.error = f"timed out after {timeout:.0f} s"
+        result.error = f"timed out after {timeout:g} s"
     elif result.returncode != 0:
         result.error = f"{_describe_status(result.returncode)}: {result.stderr_tail.strip()[-300:]}"
     if out.allocator_check is not None or result.returncode == 0:
-        verify(spec.allocator, out.allocator_check, result.command, result.stderr_tail)
+        try:
+            verify(spec.allocator, out.allocator_check, result.command, result.stderr_tail)
+        except AllocatorMismatch as e:  # the run goes with the exception, so that its cell counts it as failed
+            result.error = f"allocator mismatch: malloc from {out.allocator_check or 'nowhere'}"
+            e.run = result
+            raise
     if result.ok and "ops" not in out.results:
         result.error = "no RESULT line"
     return result
+
+
+def error_kind(error: str) -> str:
+    """A run's error without the stderr it quotes: "timed out after 1.5 s", "killed by signal 11",
+    "exit status 1", "unparsable output", "no RESULT line", "allocator mismatch"."""
+    return error.split(":", 1)[0].strip()
+
+
+def cell_failure(runs: list[Run], good: Callable[[Run], bool]) -> dict | None:
+    """How the runs of one cell (a workload under an allocator, a value, a thread count) failed, or None
+    when every run is good. One failed run voids the whole cell: a median of the runs that happened to
+    finish would rank an allocator that hangs or crashes now and then on its lucky runs. The dict says how
+    many runs failed of how many, and why (error kind -> count)."""
+    bad = [r for r in runs if not (r.ok and good(r))]
+    if not bad:
+        return None
+    errors: dict[str, int] = {}
+    for r in bad:
+        kind = error_kind(r.error) if r.error else "no figure in its output"
+        errors[kind] = errors.get(kind, 0) + 1
+    return {"failed": True, "failed_runs": len(bad), "of_runs": len(runs), "errors": errors}
+
+
+def peak_rss_kb(runs: list[Run]) -> int | None:
+    """The largest peak RSS of the runs, or None when any run printed no `peak_rss_kb`: its peak is
+    unknown and may have been the largest."""
+    if not runs or any(r.maxrss_kb is None for r in runs):
+        return None
+    return max(r.maxrss_kb for r in runs)
+
+
+RSS_MISSING = ("n/a: the workload printed no `peak_rss_kb` (rusage's ru_maxrss is not used in its place: "
+               "it is the launcher's peak)")
 
 
 def strace_path() -> str | None:
@@ -297,7 +336,7 @@ def count_syscalls(spec: Spec, root: Path, timeout: float | None = None) -> Sysc
                 pass
             proc.communicate()
             if isinstance(e, subprocess.TimeoutExpired):
-                return f"strace run timed out after {timeout:.0f} s"
+                return f"strace run timed out after {timeout:g} s"
             raise
         shown = shlex.join(cmd).replace(out_file, "strace.txt")
         out = parse_output(stdout)

@@ -15,10 +15,12 @@
 #define AUTO_INTERVAL_START 64
 #define AUTO_INTERVAL_MIN 16
 #define AUTO_INTERVAL_MAX 4096
-/* Empty pages waiting in a heap's queues beyond which the next pass comes within AUTO_INTERVAL_MIN slow
- * paths, whatever the interval: a burst of frees then retires its pages while it lasts, so that segments
- * it empties reach the segment cache, which the purger empties even if the program then goes idle. */
-#define EMPTY_PAGES_EARLY_PASS 32
+/* Slices of empty pages waiting in a heap's queues (2 MiB) beyond which the next pass comes within
+ * AUTO_INTERVAL_MIN slow paths, whatever the interval: a burst of frees then retires its pages while it
+ * lasts, so that segments it empties reach the segment cache, which the purger empties even if the
+ * program then goes idle. Counted in slices, not pages: 32 medium pages of up to 31 slices each kept
+ * 40-60 MiB of a burst resident (a review). */
+#define EMPTY_SLICES_EARLY_PASS 32
 /* Slow-path events between the passes that fold the counts of every page into the statistics. */
 #define COUNTS_FOLD_EVENTS 1024u
 
@@ -146,7 +148,7 @@ static void heap_reset(hak_heap *heap) {
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) heap->full[c].first = heap->full[c].last = NULL;
   atomic_store_explicit(&heap->full_notified, 0, memory_order_relaxed);
   heap->empty_classes = 0;
-  heap->empty_pages = 0;
+  heap->empty_slices = 0;
   heap->slow_events = 0;
   heap->next_maintenance = 0;
   heap->counts_folded_at = 0;
@@ -223,14 +225,14 @@ static void note_empty(hak_heap *heap, hak_page *page) {
   if (page->is_empty_listed) return;
   page->is_empty_listed = 1;
   page->empty_since = heap->slow_events;
-  heap->empty_pages++;
+  heap->empty_slices += page->slice_count;
   heap->empty_classes |= (uint64_t)1 << page->size_class;
 }
 
 static void unnote_empty(hak_heap *heap, hak_page *page) {
   if (!page->is_empty_listed) return;
   page->is_empty_listed = 0;
-  heap->empty_pages--;
+  heap->empty_slices -= page->slice_count;
 }
 
 static void retire_page(hak_heap *heap, hak_page *page) {
@@ -293,8 +295,8 @@ static void heap_maintain(hak_heap *heap, bool force) {
   /* pages empty for a whole interval retire; during a burst of frees (an early pass) those empty for
    * AUTO_INTERVAL_MIN slow paths, since a grown interval would keep the whole burst for good once the
    * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
-  uint32_t age = force ? 0 : heap->empty_pages >= EMPTY_PAGES_EARLY_PASS ? AUTO_INTERVAL_MIN : (uint32_t)interval;
-  if (heap->empty_pages) retire_empty_pages(heap, age, force);
+  uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_EARLY_PASS ? AUTO_INTERVAL_MIN : (uint32_t)interval;
+  if (heap->empty_slices) retire_empty_pages(heap, age, force);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
    * slow paths, since it walks every page and a pass may come every AUTO_INTERVAL_MIN */
   if (heap->slow_events - heap->counts_folded_at >= COUNTS_FOLD_EVENTS) {
@@ -306,7 +308,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
   for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
     purge_pending |= hak_segment_purge(seg, now, force);
   }
-  heap->work_pending = purge_pending || heap->empty_pages != 0;
+  heap->work_pending = purge_pending || heap->empty_slices != 0;
   hak_segments_collect(false);
   hak_large_collect(false);
 }
@@ -564,9 +566,17 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
     set_direct(heap, cls);
   }
   if (page->used == 0 && !page->is_head) {
-    note_empty(heap, page);
     heap->slow_events++;
-    if (heap->empty_pages >= EMPTY_PAGES_EARLY_PASS &&
+    /* HAKMEM_PURGE_DELAY_MS=0 asks for memory back at once: a page emptied by its owner retires now,
+     * but for its class's first page (a review: bursts of freed medium blocks kept 40-60 MiB while the
+     * early passes waited for the pages to age) */
+    if (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0 && page != heap->pages[cls].first) {
+      hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
+      retire_page(heap, page);
+      return;
+    }
+    note_empty(heap, page);
+    if (heap->empty_slices >= EMPTY_SLICES_EARLY_PASS &&
         (int32_t)(heap->next_maintenance - heap->slow_events) > (int32_t)AUTO_INTERVAL_MIN)
       heap->next_maintenance = heap->slow_events + AUTO_INTERVAL_MIN;
     if (maintenance_due(heap)) heap_maintain(heap, false);

@@ -153,7 +153,7 @@ typedef struct hak_page {
   uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint8_t in_full;          /* in the heap's full list */
   uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
-  uint8_t is_empty_listed;  /* counted in heap->empty_pages */
+  uint8_t is_empty_listed;  /* counted in heap->empty_slices */
   uint8_t found_exhausted;  /* a page scan found no free block in it and left it at the queue's back */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
   /* The owner's free takes its fast path only while `used` is above this: 1 normally, 0 for the first
@@ -242,7 +242,7 @@ struct hak_heap {
   hak_page_queue pages[HAK_CLASS_COUNT];
   hak_page_queue full[HAK_CLASS_COUNT];
   uint64_t empty_classes;              /* classes with empty pages kept in their queue */
-  uint32_t empty_pages;
+  uint32_t empty_slices;               /* slices of the empty pages kept in their queues */
   uint32_t slow_events;                /* slow-path visits, the heap's clock for page retirement */
   uint32_t next_maintenance;           /* slow_events value of the next maintenance pass */
   uint32_t counts_folded_at;           /* slow_events when a pass last folded every page's counts */

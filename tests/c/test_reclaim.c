@@ -154,6 +154,28 @@ static int check_late_freed(void) {
   return 0;
 }
 
+/* ---- at-once: HAKMEM_PURGE_DELAY_MS=0 gives a burst of freed medium blocks back at once ----------- */
+
+static int check_at_once(void) {
+  enum { SIZE = 200000, COUNT = (200 << 20) / SIZE };
+  static void *held[COUNT];
+  for (int i = 0; i < COUNT; i++) {
+    held[i] = malloc(SIZE);
+    if (held[i] == NULL) return fprintf(stderr, "FAIL at-once: malloc returned NULL\n"), 1;
+    memset(held[i], 1, SIZE);
+  }
+  struct hak_stats full = snap();
+  for (int i = 0; i < COUNT; i++) free(held[i]);
+  struct hak_stats after = snap(); /* no sleep, no collection: "at once" */
+  printf("at-once: %d blocks of %d B: committed %.1f MiB, %.1f MiB right after freeing them\n", COUNT, SIZE,
+         mib(full.committed_bytes), mib(after.committed_bytes));
+  if (after.committed_bytes > (16u << 20)) {
+    fprintf(stderr, "FAIL at-once: %.1f MiB still committed\n", mib(after.committed_bytes));
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- trim: pages emptied by remote frees --------------------------------------------------------- */
 
 enum { BLOCKS = 200000 };
@@ -912,6 +934,7 @@ int main(int argc, char **argv) {
   }
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
   if (argc == 2 && strcmp(argv[1], "late-freed") == 0) return check_late_freed();
+  if (argc == 2 && strcmp(argv[1], "at-once") == 0) return check_at_once();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
@@ -929,7 +952,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|at-once|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
