@@ -72,8 +72,9 @@ size_t hak_usable_size(const void *ptr);
 /* ---- Maintenance and statistics ------------------------------------------------------------------ */
 
 /** Return free memory to the OS now. With force = false only memory whose purge delay has expired is
- *  released; with force = true every free page of every cache is released, and memory of exited threads
- *  is reclaimed first. force = true covers free regions too: every thread's cached regions go back to the
+ *  released; with force = true every free page of the calling thread's heap and of every shared cache is
+ *  released, and memory of exited threads is reclaimed first (another live thread's empty pages are its
+ *  own: they go back at its next allocator calls, its own hak_collect, or its exit). force = true covers free regions too: every thread's cached regions go back to the
  *  global pools and all of them are purged (areas left wholly free are unmapped), whatever the region
  *  configuration. malloc_trim does the same as hak_collect(true). */
 void hak_collect(bool force);
@@ -82,7 +83,8 @@ void hak_collect(bool force);
 enum hak_tier {
   HAK_TIER_SMALL = 0,  /**< 1 .. 1024 bytes: per-thread pages of 64 KiB (256 KiB above 512 bytes) */
   HAK_TIER_MEDIUM = 1, /**< 1 KiB .. 512 KiB: per-thread runs of 64 KiB slices */
-  HAK_TIER_LARGE = 2,  /**< above 512 KiB: dedicated mappings, cached after free */
+  HAK_TIER_LARGE = 2,  /**< above 512 KiB, and any size aligned above 64 KiB: dedicated mappings, cached
+                            after free */
   HAK_TIER_COUNT = 3
 };
 
@@ -93,9 +95,9 @@ struct hak_stats {
   uint64_t allocs[HAK_TIER_COUNT];      /**< allocations per tier */
   uint64_t alloc_bytes[HAK_TIER_COUNT]; /**< bytes handed out per tier (block sizes, not requests) */
   uint64_t frees;                       /**< blocks freed, all tiers */
-  uint64_t remote_frees;                /**< of those, freed by a thread other than the owner (a free into
-                                             the memory of an exited thread makes the freeing thread its
-                                             owner instead: local) */
+  uint64_t remote_frees;                /**< of those, freed by a thread other than the owner (frees into
+                                             the memory of an exited thread count here until the freeing
+                                             thread adopts that segment, after 64 of them; local after) */
   uint64_t committed_bytes;             /**< bytes mapped and not given back (purged, or the released tail
                                              of a reused large mapping); pages never touched count too */
   uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */

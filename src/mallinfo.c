@@ -107,6 +107,7 @@ HAK_API int malloc_info(int options, FILE *fp) {
                         "<aspace type=\"total\" size=\"%llu\"/>\n</malloc>\n",
                     (unsigned long long)s.committed_bytes, (unsigned long long)s.peak_committed_bytes,
                     (unsigned long long)s.mapped_bytes) < 0;
+  failed |= fflush(fp) != 0; /* a buffered stream reports a failed write only when it is flushed */
   return failed ? -1 : 0;
 }
 

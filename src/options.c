@@ -57,7 +57,8 @@ static void warn_value(const struct option_spec *s, const char *env, const char 
   PUT("=\"");
   /* at most 64 characters of the value: the rest of the line (names, range, the value used) always fits */
   size_t shown = 0;
-  while (text[shown] != '\0' && shown < 64) line[n++] = text[shown++];
+  for (; text[shown] != '\0' && shown < 64; shown++) /* control bytes shown as '?': the warning stays one line */
+    line[n++] = (unsigned char)text[shown] < 0x20 || text[shown] == 0x7f ? '?' : text[shown];
   if (text[shown] != '\0') PUT("...");
   PUT("\" is not valid (");
   if (s->names[0]) {
@@ -88,8 +89,14 @@ static bool parse_value(const struct option_spec *s, const char *text, long *out
       return true;
     }
   }
-  if (strcasecmp(text, "true") == 0 || strcasecmp(text, "on") == 0 || strcasecmp(text, "yes") == 0) text = "1";
-  if (strcasecmp(text, "false") == 0 || strcasecmp(text, "off") == 0 || strcasecmp(text, "no") == 0) text = "0";
+  /* yes/no words only for the on-off options (0..1 without names of their own): "off" for a delay or a
+   * size meant 0, the opposite of what a reader of it would guess (a review: a delay of "off" purged at
+   * once) */
+  if (s->min == 0 && s->max == 1 && s->names[0] == NULL) {
+    if (strcasecmp(text, "true") == 0 || strcasecmp(text, "on") == 0 || strcasecmp(text, "yes") == 0) text = "1";
+    if (strcasecmp(text, "false") == 0 || strcasecmp(text, "off") == 0 || strcasecmp(text, "no") == 0) text = "0";
+  }
+  if (*text != '-' && (*text < '0' || *text > '9')) return false; /* strtol would skip blanks and a '+' */
   char *end = NULL;
   errno = 0;
   long v = strtol(text, &end, 10);

@@ -62,6 +62,17 @@ OPTION_CASES = [
     ({"HAKMEM_BACKGROUND_PURGE": "ON"}, {"HAKMEM_BACKGROUND_PURGE": 1}),
     ({"HAKMEM_PROFILE": "fast", "HAKMEM_BACKGROUND_PURGE": "auto"}, {"HAKMEM_BACKGROUND_PURGE": 2}),
     ({"HAKMEM_VERBOSE": "0"}, {"HAKMEM_VERBOSE": 0}),
+    ({"HAKMEM_STATS": "yes"}, {"HAKMEM_STATS": 1}),
+    ({"HAKMEM_HUGE_PAGES": "off", "HAKMEM_PROFILE": "fast"}, {"HAKMEM_HUGE_PAGES": 0}),
+]
+
+# Values refused with a warning (the preset stays): yes/no words for options that are not on-off switches
+# (a delay of "off" used to mean 0, purge at once), and blanks or a sign that strtol alone would skip.
+MALFORMED_CASES = [
+    ("HAKMEM_PURGE_DELAY_MS", "off"), ("HAKMEM_LARGE_CACHE_MB", "on"), ("HAKMEM_PURGE_MODE", "yes"),
+    ("HAKMEM_PROFILE", "off"), ("HAKMEM_DRAIN_INTERVAL", "off"), ("HAKMEM_VERBOSE", "no"),
+    ("HAKMEM_PURGE_DELAY_MS", " 50"), ("HAKMEM_PURGE_DELAY_MS", "50 "), ("HAKMEM_PURGE_DELAY_MS", "+50"),
+    ("HAKMEM_PURGE_DELAY_MS", "5\n0"),
 ]
 
 
@@ -105,6 +116,15 @@ def test_malformed_option_value_warns_once(test_binary, run_plain):
     assert "HAKMEM_PURGE_DELAY_MS" in lines[0], describe(proc)
     assert re.search(rf"(?<![\d-]){used}(?!\d)", lines[0]), \
         f"the warning does not name the value used ({used}): {lines[0]!r}"
+
+
+@pytest.mark.parametrize("name, text", MALFORMED_CASES, ids=[f"{n}={t!r}" for n, t in MALFORMED_CASES])
+def test_option_value_refused(test_binary, run_plain, name, text):
+    defaults, _ = read_options(test_binary, run_plain)
+    values, proc = read_options(test_binary, run_plain, {name: text})
+    assert values[name] == defaults[name], f"{name}={text!r} was taken as {values[name]}" + describe(proc)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and name in lines[0], "expected one warning line naming the variable" + describe(proc)
 
 
 def test_verbose_prints_the_options_in_force(test_binary, run_plain):

@@ -430,6 +430,11 @@ static void check_live(void) {
   REQUIRE(ro != NULL, "fopen(/dev/null, r)");
   CHECK_EQ(malloc_info(0, ro) == -1, 1, "malloc_info to a stream that cannot be written returns -1");
   fclose(ro);
+  FILE *full = fopen("/dev/full", "w"); /* buffered: the write fails only when the stream is flushed */
+  if (full != NULL) {
+    CHECK_EQ(malloc_info(0, full) == -1, 1, "malloc_info to a buffered stream on /dev/full returns -1");
+    fclose(full);
+  }
 
   for (int i = 0; i < NS; i++) free(small[i]);
   for (int i = 0; i < NM; i++) free(medium[i]);
