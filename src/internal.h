@@ -53,7 +53,7 @@
  * when the program goes idle.
  *
  * Hardened builds (HAK_SECURE=1, libhakmem-secure.so) store free-list pointers xored with a per-page key
- * and rotated (a changed low byte decodes out of range), end every small/medium block with a canary
+ * and the block's address, end every small/medium block with a canary
  * written once at carving (overflows), mark free blocks with a tag in their second word (double
  * frees), and check that a freed pointer is the start of a block through the address-dependent canary
  * (each segment is followed by an untouched guard, HAK_SEGMENT_GUARD, so that read needs no range test).
@@ -482,13 +482,7 @@ static inline bool hak_page_is_block_start(const hak_page *page, uintptr_t p) {
   return (off < page->span) & (off * page->divisor_magic < page->divisor_magic); /* one branch for the caller */
 }
 
-static inline uintptr_t hak_rotl(uintptr_t x, unsigned r) { return (x << r) | (x >> (64 - r)); }
 static inline uintptr_t hak_rotr(uintptr_t x, unsigned r) { return (x >> r) | (x << (64 - r)); }
-
-/* Hardened free-list links are stored as rotl(next ^ key ^ block, 16). The xor hides them (the key is
- * per page and random); the rotation makes the two low bytes of the stored word, which a short overflow
- * from the block below reaches first, decode into the top bits, where the range test catches them. */
-#define HAK_LINK_ROTATION 16
 
 /* Whether `p` is 16-byte aligned and no further into the page than its last block start: every block
  * start passes (class sizes are multiples of 16), and a block read at `p` stays inside the page's blocks.
@@ -498,10 +492,18 @@ static inline bool hak_page_block_range(const hak_page *page, uintptr_t p) {
 }
 
 #if HAK_SECURE
-/* Decode the link stored in free block `b` into *next; false when it decodes out of the page's blocks
+/* Hardened free-list links are stored as next ^ key ^ block: the key is per page and random, so the
+ * stored word tells nothing of the address without it. A link changed while its block was free decodes
+ * out of the page's block starts (caught here), or to some other address in it, whose missing freed tag
+ * malloc catches when it pops that address (alloc.h), as it catches a link redirected to another free
+ * block once the list reaches a block it popped already. (The links used to be rotated by 16 bits as
+ * well, so that a changed low byte decoded out of range at once; with the pop's tag check that only moved
+ * the report one malloc earlier, and it cost 5 % on a malloc+free pair: docs/notes, 2026-11-25.)
+ *
+ * Decode the link stored in free block `b` into *next; false when it decodes out of the page's blocks
  * (and is not the end of the list): the block was overwritten while free. */
 static inline bool hak_next_decode_checked(const hak_page *page, const hak_block *b, hak_block **next) {
-  uintptr_t n = hak_rotr((uintptr_t)b->next, HAK_LINK_ROTATION) ^ (page->key ^ (uintptr_t)b);
+  uintptr_t n = (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b);
   *next = (hak_block *)n;
   return hak_page_block_range(page, n) || n == 0;
 }
@@ -523,7 +525,7 @@ static inline void hak_next_encode(const hak_page *page, hak_block *b, hak_block
 #if HAK_SECURE
   uintptr_t mask = page->key ^ (uintptr_t)b;
   __asm__("" : "+r"(mask)); /* opaque to the compiler, so it cannot reassociate: one xor after loading `next` */
-  b->next = (hak_block *)hak_rotl((uintptr_t)next ^ mask, HAK_LINK_ROTATION);
+  b->next = (hak_block *)((uintptr_t)next ^ mask);
 #else
   (void)page;
   b->next = next;

@@ -74,8 +74,19 @@ static hak_block *take_remote(hak_page *page, uint32_t *count) {
 }
 
 static hak_block *list_tail(const hak_page *page, hak_block *list) {
+  /* No list is longer than the page's carved blocks: a link written back into its own list (a use after
+   * free; no key needed in hardened builds, docs/security.md) makes a cycle, which would walk forever. In
+   * hardened builds every block of a free list also carries its freed tag. */
   hak_block *next;
-  while ((next = hak_next_decode(page, list)) != NULL) list = next;
+  uint32_t steps = 0;
+  while ((next = hak_next_decode(page, list)) != NULL) {
+    bool corrupt = ++steps >= page->capacity;
+#if HAK_SECURE
+    corrupt |= !hak_secure_pop_ok(page, next);
+#endif
+    if (unlikely(corrupt)) hak_fatal("free-list corruption (a freed block was overwritten) at", list, page->size_class);
+    list = next;
+  }
   return list;
 }
 

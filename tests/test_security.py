@@ -75,6 +75,8 @@ PROBES = {
                         "any", "detect"),
     "uaf_link_flip": (FREELIST, "xor the difference of two freed 200-byte blocks' addresses into a third's link, "
                       "then malloc(200) x64", "any", "detect"),
+    "remote_list_cycle": (FREELIST, "another thread frees 3 blocks, the last one's link is pointed at the first, "
+                          "then malloc+free x16448", "detect", "detect"),
     "fresh_memory_leaks_link": (CLEAN, "read the first word of a fresh 64-byte block (hardened: must be zero)", "any",
                                 "survive"),
     "overflow_nul_small": (OVERFLOW, "write a NUL one byte past the usable end of 64 blocks of 56 bytes", "any",

@@ -400,9 +400,9 @@ static int df_after_uaf_write(void) {
 }
 
 /* A few bytes written into a freed block's link, no key needed: the difference between two blocks'
- * addresses xored in moves a link stored xor-encoded (hakmem's hardened build stores it rotated left by 16
- * bits, so the address's bits 0-15 sit in the word's bytes 2-3 and bits 16-31 in bytes 4-5) from one freed
- * block to another, which a range test accepts; malloc then hands the same blocks out again and again. */
+ * addresses xored in moves a link stored xor-encoded (as hakmem's hardened build stores it, in the
+ * word's low bytes) from one freed block to another, which a range test accepts; malloc then hands the
+ * same blocks out again and again. */
 static int uaf_link_flip(void) {
   char *b[8];
   for (int i = 0; i < 8; i++) b[i] = malloc(200);
@@ -411,9 +411,31 @@ static int uaf_link_flip(void) {
   free(b[5]);
   target(b[4]);
   uintptr_t diff = (uintptr_t)b[6] ^ (uintptr_t)b[5];
-  ((volatile uint16_t *)opaque(b[4]))[1] ^= (uint16_t)diff;
-  ((volatile uint16_t *)opaque(b[4]))[2] ^= (uint16_t)(diff >> 16);
+  ((volatile uint32_t *)opaque(b[4]))[0] ^= (uint32_t)diff;
   return malloc_returns_twice(200, 64);
+}
+
+/* Another thread frees three blocks (a remote list, parked by the owner's next collection while its own
+ * list is not empty); a use-after-free write points the list's last link back at its first block, no key
+ * needed (the xor of the address into a link that encodes the list's end); malloc+free pairs then run the
+ * owner through collections that walk the parked list to its end. */
+static char *remote_blocks[3];
+static void *free_three(void *arg) {
+  for (int i = 0; i < 3; i++) free(remote_blocks[i]);
+  return arg;
+}
+
+static int remote_list_cycle(void) {
+  char *hold[16];
+  for (int i = 0; i < 16; i++) hold[i] = malloc(64);
+  for (int i = 0; i < 3; i++) remote_blocks[i] = hold[4 + i];
+  pthread_t t;
+  if (pthread_create(&t, NULL, free_three, NULL) != 0) return fail("pthread_create failed");
+  pthread_join(t, NULL);
+  target(remote_blocks[0]);
+  ((volatile uintptr_t *)opaque(remote_blocks[0]))[0] ^= (uintptr_t)remote_blocks[2];
+  for (int i = 0; i < 4 * 4096 + 64; i++) free(opaque(malloc(64)));
+  return 0;
 }
 
 /* Fresh memory from malloc, read before it is written (a leak of uninitialised memory): it must not
@@ -569,6 +591,7 @@ static const struct probe probes[] = {
     {"uaf_write_1_malloc", uaf_write_1_malloc},
     {"freelist_hijack", freelist_hijack},
     {"uaf_link_flip", uaf_link_flip},
+    {"remote_list_cycle", remote_list_cycle},
     {"fresh_memory_leaks_link", fresh_memory_leaks_link},
     {"overflow_nul_small", overflow_nul_small},
     {"free_sized_wrong", free_sized_wrong},
