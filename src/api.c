@@ -50,7 +50,7 @@ static size_t usable_size(const void *p, bool claim) {
   hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
   if (owner == (void *)seg) {
     hak_page *page = hak_segment_page_of(seg, p);
-    if (page->slice_count == 0) hak_fatal("usable size asked of a pointer that is not an allocated block:", p, -1);
+    if (page->slice_count == 0) hak_fatal_unknown(p, false, "usable size asked of a pointer that is not an allocated block:");
 #if HAK_SECURE
     if (unlikely(!hak_secure_is_live(page, (const hak_block *)p))) hak_secure_bad_use(page, p);
 #else
@@ -71,10 +71,7 @@ static size_t usable_size(const void *p, bool claim) {
       return claim ? hak_large_usable_claim(h) : hak_large_usable(h);
     }
   }
-  size_t released_bytes;
-  if (hak_large_was_released(p, &released_bytes))
-    hak_fatal_large("realloc or usable size of a freed block (use after free) at", p, released_bytes);
-  hak_fatal("usable size asked of a pointer hakmem never returned:", p, -1);
+  hak_fatal_unknown(p, false, "usable size asked of a pointer hakmem never returned:");
 }
 
 size_t hak_usable_size_of(const void *p) { return usable_size(p, true); }
@@ -200,8 +197,5 @@ void hak_free_other(void *p) {
     hak_large_free((hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG), p);
     return;
   }
-  size_t released_bytes;
-  if (hak_large_was_released(p, &released_bytes))
-    hak_fatal_large("double free (the block's memory was released since) of", p, released_bytes);
-  hak_fatal("free of a pointer hakmem never returned:", p, -1);
+  hak_fatal_unknown(p, true, "free of a pointer hakmem never returned:");
 }

@@ -550,7 +550,7 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 /* ---- Free slow path ------------------------------------------------------------------------------ */
 
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
-  if (page->slice_count == 0) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
+  if (page->slice_count == 0) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
   HAK_COUNT_N(heap->counters.slow_frees, 1);
   if (page->used == 0 || block == page->free) /* the head of free is a freed or a carved, never returned block */
     hak_fatal("double free (or free of a block not allocated) detected of", block, page->size_class);

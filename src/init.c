@@ -172,3 +172,17 @@ void hak_fatal(const char *what, const void *ptr, int cls) {
 void hak_fatal_large(const char *what, const void *ptr, size_t bytes) {
   report_and_abort(what, ptr, " (large block of ", -1, bytes);
 }
+
+void hak_fatal_unknown(const void *ptr, bool freeing, const char *otherwise) {
+  int cls;
+  size_t bytes;
+  if (hak_segment_was_released(ptr, &cls))
+    hak_fatal(freeing ? "double free (or a wild pointer): the block's page was given back, at"
+                      : "realloc or usable size of a freed block (its page was given back) at",
+              ptr, cls);
+  if (hak_large_was_released(ptr, &bytes))
+    hak_fatal_large(freeing ? "double free (the block's memory was released since) of"
+                            : "realloc or usable size of a freed block (use after free) at",
+                    ptr, bytes);
+  hak_fatal(otherwise, ptr, -1);
+}

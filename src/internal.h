@@ -288,6 +288,10 @@ void hak_init(void);
 __attribute__((noreturn, cold)) void hak_fatal(const char *what, const void *ptr, int cls);
 /* The same for a block of the large tier: "... (large block of N bytes)". */
 __attribute__((noreturn, cold)) void hak_fatal_large(const char *what, const void *ptr, size_t bytes);
+/* The report for a pointer that is no live block of ours, then abort: a use after free (a double free
+ * when `freeing`) with its class or size when it lies where one of our pages or large blocks was given
+ * back (hak_segment_was_released, hak_large_was_released), else "<otherwise> <ptr>". */
+__attribute__((noreturn, cold)) void hak_fatal_unknown(const void *ptr, bool freeing, const char *otherwise);
 /* File descriptor for reports to stderr (a duplicate that survives the program closing fd 2). */
 int hak_report_fd(void);
 #if HAK_SECURE
@@ -392,6 +396,10 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page);
  * pending afterwards. */
 bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
 void hak_segment_release(hak_heap *heap, hak_segment *seg);
+/* Whether `p` lies where a page of ours was and has been given back (free slices of a mapped segment,
+ * or one of the latest unmapped segments); sets *cls to the class of the last page there. For reports
+ * only: no lock. */
+bool hak_segment_was_released(const void *p, int *cls);
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg);
 /* Take the most recently abandoned segment off the global list; NULL if the list is empty. */
 hak_segment *hak_segment_reclaim_one(void);

@@ -154,7 +154,7 @@ static bool adopt_on_free(hak_heap *heap, hak_segment *seg) {
  * at any moment: everything needed from the page and segment is read before, and afterwards only heap
  * structures (never unmapped) are touched. */
 void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
-  if (unlikely(page->slice_count == 0)) hak_fatal("free of a pointer that is not an allocated block:", block, -1);
+  if (unlikely(page->slice_count == 0)) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
   if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
   if (owner == NULL && heap != &hak_heap_empty && adopt_on_free(heap, seg)) {

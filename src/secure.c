@@ -64,7 +64,7 @@ static __attribute__((noreturn)) void report_bad_block(const hak_page *page, hak
   const char *not_ours = freeing ? "free of a pointer that is not an allocated block:"
                                  : "realloc or usable size of a pointer that is not an allocated block:";
   uintptr_t off = (uintptr_t)b - (uintptr_t)page->start;
-  if (page->slice_count == 0) hak_fatal(not_ours, b, -1);
+  if (page->slice_count == 0) hak_fatal_unknown(b, freeing, not_ours);
   if (off >= page->span) hak_fatal(not_ours, b, page->size_class);
   if (!hak_page_is_block_start(page, (uintptr_t)b))
     hak_fatal(freeing ? "free of an interior pointer" : "realloc or usable size of an interior pointer", b,

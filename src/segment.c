@@ -4,12 +4,15 @@
  * segment, the cache of empty segments and the abandoned segments of exited threads. */
 #include <errno.h>
 #include <pthread.h>
+#include <string.h>
 
 #include "sync.h"
 
 /* Empty segments kept mapped (their free slices are purged on schedule); unbounded when the purge
  * delay is -1 ("never return memory"). */
 #define SEGMENT_CACHE_MAX 16
+/* slice_class of a slice no page has used yet */
+#define SLICE_NEVER_USED 0xff
 
 static struct {
   pthread_mutex_t lock;
@@ -138,12 +141,51 @@ static hak_segment *segment_map(void) {
   seg->pages[0].block_size = 16;
   seg->free_slices = ~(uint64_t)1;
   for (unsigned i = 0; i < HAK_SLICES; i++) seg->slice_page[i] = (uint8_t)i;
+  memset(seg->slice_class, SLICE_NEVER_USED, sizeof seg->slice_class);
   pthread_mutex_lock(&segs.lock);
   seg->all_next = segs.all;
   if (segs.all != NULL) segs.all->all_prev = seg;
   segs.all = seg;
   pthread_mutex_unlock(&segs.lock);
   return seg;
+}
+
+/* The latest segments given back to the OS, each with the class of the last page on each of its slices:
+ * a later free of a pointer into one is a use after free whose class can still be named, where the page
+ * map alone would call the pointer never returned. For reports only: read without a lock. */
+#define UNMAPPED_REMEMBERED 16
+static struct {
+  _Atomic uint64_t next;
+  struct {
+    _Atomic(uintptr_t) base;
+    uint8_t slice_class[HAK_SLICES];
+  } entry[UNMAPPED_REMEMBERED];
+} unmapped;
+
+static void remember_unmapped(const hak_segment *seg) {
+  unsigned i = (unsigned)(atomic_fetch_add_explicit(&unmapped.next, 1, memory_order_relaxed) % UNMAPPED_REMEMBERED);
+  atomic_store_explicit(&unmapped.entry[i].base, 0, memory_order_relaxed);
+  memcpy(unmapped.entry[i].slice_class, seg->slice_class, HAK_SLICES);
+  atomic_store_explicit(&unmapped.entry[i].base, (uintptr_t)seg, memory_order_release);
+}
+
+bool hak_segment_was_released(const void *p, int *cls) {
+  uintptr_t base = (uintptr_t)p & ~(uintptr_t)(HAK_SEGMENT_SIZE - 1);
+  unsigned slice = (unsigned)(((uintptr_t)p - base) >> HAK_SLICE_SHIFT);
+  if (slice == 0) return false; /* the header: never a block */
+  const uint8_t *classes = NULL;
+  if (hak_pagemap_get(p) == (void *)base) {
+    hak_segment *seg = (hak_segment *)base;
+    if (hak_segment_page_of(seg, p)->slice_count != 0) return false; /* a page lives there */
+    classes = seg->slice_class;
+  } else {
+    for (unsigned i = 0; i < UNMAPPED_REMEMBERED && classes == NULL; i++)
+      if (atomic_load_explicit(&unmapped.entry[i].base, memory_order_acquire) == base)
+        classes = unmapped.entry[i].slice_class;
+  }
+  if (classes == NULL || classes[slice] == SLICE_NEVER_USED) return false;
+  *cls = classes[slice];
+  return true;
 }
 
 /* Unmap `seg`, which no list but `all` holds any more; the caller holds no lock. */
@@ -154,6 +196,7 @@ static void segment_unmap(hak_segment *seg) {
   if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   pthread_mutex_unlock(&segs.lock);
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(seg->dirty_slices));
+  remember_unmapped(seg);
   hak_pagemap_set(seg, NULL);
   uncount_and_unmap(seg);
 }

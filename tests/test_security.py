@@ -45,6 +45,10 @@ PROBES = {
     "realloc_after_free_large": (FREELIST, "free(p) of a 2 MiB block, then realloc(p, 100)", "detect", "detect"),
     "df_released_large": (DOUBLE, "free(p) of a 2 MiB block, malloc_trim(0) gives its memory back, free(p)", "detect",
                           "detect"),
+    "df_released_page": (DOUBLE, "free(p) of a 300000-byte block, malloc_trim(0) gives its page back, free(p)",
+                         "detect", "detect"),
+    "df_released_segment": (DOUBLE, "the same with no other block live, so its whole segment goes back", "detect",
+                            "detect"),
     "realloc_interior_small": (INVALID, "realloc(p + 16, 40) of a 64-byte block", "any", "detect"),
     "free_region_start": (INVALID, "free() of the 4 MiB-aligned address below a 64-byte block", "detect", "detect"),
     "free_region_end": (INVALID, "free() of the last 16 bytes below a 4 MiB boundary, inside a 14328-byte block, "
@@ -257,10 +261,10 @@ def markdown():
         "  over either edge is reported, but a write that skips past the end canary is not. In default",
         "  builds the usable size reaches the mapping's end, and an overflow past it lands in whatever is",
         "  mapped next, which may be another hakmem mapping's header (a review, 2026-11-25).",
-        "- Some detected faults are named loosely: a double free of a small or medium block whose page was",
-        "  emptied and released reads \"free of a pointer that is not an allocated block\" without the size",
-        "  class, and so does a free of a large block whose memory was released more than 64 large",
-        "  releases ago (later ones are named as double frees).",
+        "- A double free of a block whose memory was given back is named with its class or size for the",
+        "  latest 16 segments and 64 large blocks given back; an older one reads \"free of a pointer hakmem",
+        "  never returned\". A wild pointer into memory given back is reported as a double free too (\"or",
+        "  a wild pointer\").",
     ]
     return "\n".join(head + rows + tail) + "\n"
 

@@ -162,6 +162,25 @@ static int realloc_after_free(void) {
   return 0;
 }
 
+/* A medium block freed, its page given back by malloc_trim (a small block keeps the rest of its memory
+ * in use, or not: `keep`), freed again. */
+static int double_free_released(int keep) {
+  char *hold = keep ? malloc(48) : NULL;
+  if (keep && !hold) return fail("malloc returned NULL");
+  char *p = malloc(300000);
+  if (!p) return fail("malloc returned NULL");
+  memset(p, 0x5a, 4096);
+  free(p);
+  malloc_trim(0);
+  target(p);
+  free(opaque(p));
+  free(hold);
+  return 0;
+}
+
+static int df_released_page(void) { return double_free_released(1); }
+static int df_released_segment(void) { return double_free_released(0); }
+
 /* A large block freed and cached, then reallocated. */
 static int realloc_after_free_large(void) {
   char *p = malloc(2u << 20);
@@ -569,6 +588,8 @@ static const struct probe probes[] = {
     {"realloc_after_free", realloc_after_free},
     {"realloc_after_free_large", realloc_after_free_large},
     {"df_released_large", df_released_large},
+    {"df_released_page", df_released_page},
+    {"df_released_segment", df_released_segment},
     {"realloc_interior_small", realloc_interior_small},
     {"free_region_start", free_region_start},
     {"free_region_end", free_region_end},
