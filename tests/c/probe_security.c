@@ -162,12 +162,12 @@ static int realloc_after_free(void) {
   return 0;
 }
 
-/* A medium block freed, its page given back by malloc_trim (a small block keeps the rest of its memory
- * in use, or not: `keep`), freed again. */
-static int double_free_released(int keep) {
+/* A block of `size` bytes freed, its memory given back by malloc_trim (a small block keeps the rest of
+ * its segment in use, or not: `keep`), freed again. */
+static int double_free_released(size_t size, int keep) {
   char *hold = keep ? malloc(48) : NULL;
   if (keep && !hold) return fail("malloc returned NULL");
-  char *p = malloc(300000);
+  char *p = malloc(size);
   if (!p) return fail("malloc returned NULL");
   memset(p, 0x5a, 4096);
   free(p);
@@ -178,8 +178,9 @@ static int double_free_released(int keep) {
   return 0;
 }
 
-static int df_released_page(void) { return double_free_released(1); }
-static int df_released_segment(void) { return double_free_released(0); }
+static int df_released_page(void) { return double_free_released(300000, 1); }
+static int df_released_segment(void) { return double_free_released(300000, 0); }
+static int df_released_large(void) { return double_free_released(2u << 20, 0); }
 
 /* A large block freed and cached, then reallocated. */
 static int realloc_after_free_large(void) {
@@ -190,18 +191,6 @@ static int realloc_after_free_large(void) {
   target(p);
   char *q = realloc(opaque(p), 100);
   fprintf(stderr, "probe: %s: realloc returned %p\n", probe_name, (void *)q);
-  return 0;
-}
-
-/* A large block freed, its memory given back to the OS (malloc_trim empties the cache), freed again. */
-static int df_released_large(void) {
-  char *p = malloc(2u << 20);
-  if (!p) return fail("malloc returned NULL");
-  memset(p, 0x5a, 4096);
-  free(p);
-  malloc_trim(0);
-  target(p);
-  free(opaque(p));
   return 0;
 }
 
