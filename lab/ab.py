@@ -10,7 +10,7 @@ import argparse
 
 from lab import compare, plots, report, stats
 from lab import workloads as wl
-from lab.runner import SYSCALLS, Run, Spec, SyscallCount
+from lab.runner import RSS_MISSING, SYSCALLS, Run, Spec, SyscallCount, cell_failure, peak_rss_kb
 from lab.session import Session, UsageError, add_common_options
 
 UNSET = "default"
@@ -36,9 +36,26 @@ def speedup(value: float, baseline: float, higher_is_better: bool) -> float:
 
 def paired(w: wl.Workload, runs: list[Run], base_runs: list[Run]) -> dict | None:
     """Round-by-round verdict of one value against the baseline: runs of the same index were made in the
-    same interleaved round. None when no round has both runs."""
+    same interleaved round. None when no round has both runs, or when either side failed a run."""
     ratios = compare.round_ratios(w, runs, base_runs)
     return stats.round_verdict(ratios) if ratios else None
+
+
+def summarize(w: wl.Workload, runs: dict[tuple[int | None, str], list[Run]]
+              ) -> tuple[dict[tuple[int | None, str], dict], dict[tuple[int | None, str], dict]]:
+    """Per (size, value): the median, min, max, peak RSS and run count of its runs; apart, the cells with
+    a failed run, which get no figure (runner.cell_failure: a failed run voids the cell, as in compare)."""
+    med: dict[tuple[int | None, str], dict] = {}
+    failed: dict[tuple[int | None, str], dict] = {}
+    for key, rs in runs.items():
+        f = cell_failure(rs, lambda r: r.value(w.metric) is not None)
+        if f is not None or not rs:
+            failed[key] = f or {"failed": True, "failed_runs": 0, "of_runs": 0, "errors": {}}
+            continue
+        vals = [r.value(w.metric) for r in rs]
+        med[key] = {"metric": stats.median(vals), "min": min(vals), "max": max(vals),
+                    "peak_rss_kb": peak_rss_kb(rs), "runs": len(rs)}
+    return med, failed
 
 
 def _spec(w: wl.Workload, s: Session, var: str, value: str, size: int | None) -> Spec:
@@ -82,22 +99,17 @@ def run_ab(args: argparse.Namespace) -> int:
         for _ in range(args.reps):
             for size in sizes:
                 for v in values:
-                    runs.setdefault((size, v), []).append(s.run(_spec(w, s, args.env, v, size)))
+                    s.run(_spec(w, s, args.env, v, size), keep=runs.setdefault((size, v), []).append)
         if strace:
             for size in sizes:
                 for v in values:
                     sysc[(size, v)] = s.strace(_spec(w, s, args.env, v, size))
 
-    med: dict[tuple[int | None, str], dict] = {}
-    for key, rs in runs.items():
-        ok = [r for r in rs if r.ok and r.value(w.metric) is not None]
-        if ok:
-            vals = [r.value(w.metric) for r in ok]
-            med[key] = {"metric": stats.median(vals), "min": min(vals), "max": max(vals),
-                        "peak_rss_kb": max(r.maxrss_kb for r in ok), "runs": len(ok)}
-            sc = sysc.get(key)
-            if isinstance(sc, SyscallCount):
-                med[key].update(syscalls=sc.calls, syscalls_total=sc.total, syscalls_per_op=sc.per_op())
+    med, failed = summarize(w, runs)
+    for key, m in med.items():
+        sc = sysc.get(key)
+        if isinstance(sc, SyscallCount):
+            m.update(syscalls=sc.calls, syscalls_total=sc.total, syscalls_per_op=sc.per_op())
     for (size, _), m in med.items():
         base = med.get((size, baseline))
         m["delta_pct"] = speedup(m["metric"], base["metric"], w.higher_is_better) if base else None
@@ -112,11 +124,17 @@ def run_ab(args: argparse.Namespace) -> int:
         row = [f"{v} (baseline)" if v == baseline else v]
         for sz in sizes:
             m = med.get((sz, v))
-            row += [report.fmt_num(m["metric"]), report.fmt_pct(m["delta_pct"])] if m else ["", ""]
+            f = failed.get((sz, v))
+            row += ([report.fmt_num(m["metric"]), report.fmt_pct(m["delta_pct"])] if m
+                    else [report.fmt_failed(f), ""] if f else ["", ""])
         matrix.append(row)
+    lost = report.failed_phrase([(f"{v} at {label[sz]}", failed[(sz, v)]) for sz in sizes for v in values
+                                 if (sz, v) in failed])
+    no_rss = [f"{v} at {label[sz]}" for (sz, v), m in med.items() if m["peak_rss_kb"] is None]
     sections = [f"## {args.env} on {s.allocators[0].name}, workload {w.name}\n\n"
                 f"{report.runs_phrase([m['runs'] for m in med.values()], args.reps)}; vs baseline: positive = "
-                "faster.\n\n"
+                "faster." + (f" {lost}" if lost else "")
+                + (f" Peak RSS of {', '.join(no_rss)}: {RSS_MISSING}." if no_rss else "") + "\n\n"
                 + report.table(matrix_head, matrix, right=range(1, len(matrix_head)))]
     best_lines = []
     for sz in sizes:
@@ -130,11 +148,12 @@ def run_ab(args: argparse.Namespace) -> int:
         for v in values:
             m = med.get((sz, v))
             if not m:
-                rows.append([v, "FAILED"] + [""] * (5 + len(SYSCALLS)))
+                f = failed.get((sz, v))
+                rows.append([v, report.fmt_failed(f) if f else "not run"] + [""] * (5 + len(SYSCALLS)))
                 continue
             calls = m.get("syscalls", {})
             rows.append([v, report.fmt_num(m["metric"]), f"{report.fmt_num(m['min'])}–{report.fmt_num(m['max'])}",
-                         report.fmt_pct(m["delta_pct"]), report.fmt_kib(m["peak_rss_kb"]),
+                         report.fmt_pct(m["delta_pct"]), report.fmt_kib(m["peak_rss_kb"], missing="n/a"),
                          report.fmt_int(m.get("syscalls_total")), report.fmt_num(m.get("syscalls_per_op")),
                          *(report.fmt_int(calls.get(c)) if calls else "" for c in SYSCALLS)])
         sections.append(f"### {label[sz]}\n\n" + report.table(
@@ -162,6 +181,6 @@ def run_ab(args: argparse.Namespace) -> int:
     if png:
         sections.append(f"![ab]({png.name})")
     summary = {"env": args.env, "baseline": baseline, "values": values, "workload": w.name,
-               "results": {f"{label[sz]}/{v}": m for (sz, v), m in med.items()}}
+               "results": {f"{label[sz]}/{v}": m for (sz, v), m in {**failed, **med}.items()}}
     s.write(f"A/B of {args.env}", sections, summary)
     return s.exit_code

@@ -12,11 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import re
+import shlex
 from pathlib import Path
 
 from lab import plots, report, stats
 from lab import workloads as wl
-from lab.runner import SYSCALLS, Run, Spec, SyscallCount
+from lab.runner import RSS_MISSING, SYSCALLS, Run, Spec, SyscallCount, cell_failure, error_kind, peak_rss_kb
 from lab.session import Session, UsageError, add_common_options
 
 LAT_KEYS = ("lat_p50_ns", "lat_p90_ns", "lat_p99_ns", "lat_p999_ns", "lat_max_ns")
@@ -82,23 +83,45 @@ def measure(s: Session, works: list[wl.Workload], threads: int | None, strace: b
             for i in range(s.args.reps):
                 for k in round_order(len(s.allocators), i):
                     a = s.allocators[k]
-                    m.timed.setdefault((w.name, a.name), []).append(s.run(Spec(w, a, args, threads=t)))
+                    s.run(Spec(w, a, args, threads=t), keep=m.timed.setdefault((w.name, a.name), []).append)
             if latency:
                 for a in s.allocators:
-                    m.latency[(w.name, a.name)] = s.run(Spec(w, a, args, threads=t, flags=["-l"]))
+                    s.run(Spec(w, a, args, threads=t, flags=["-l"]),
+                          keep=lambda r, key=(w.name, a.name): m.latency.__setitem__(key, r))
             if strace:
                 for a in s.allocators:
                     m.syscalls[(w.name, a.name)] = s.strace(Spec(w, a, args, threads=t))
     return m
 
 
+def failed_row(a: str, runs: list[Run], latency: Run | None, metric: str) -> dict | None:
+    """The row of an allocator whose cell is void, or None when every run of it is good. Any failed run
+    (timeout, crash, bad exit status, unparsable output, allocator mismatch), the latency pass's included,
+    voids the cell: no median, no ratio, no rank, and the allocator is incomplete in the geomean. Ranking
+    it on the runs that happened to finish rated an allocator that hung in half its starts on its fast
+    half. With no run at all (an interrupted experiment) the row says so ("not run")."""
+    fail = cell_failure(runs, lambda r: r.value(metric) is not None)
+    lat_failed = latency is not None and not latency.ok
+    if fail is None and not lat_failed and runs:
+        return None
+    row = {"allocator": a, "failed": True, "failed_runs": 0, "of_runs": len(runs), "errors": {}}
+    if fail is not None:
+        row.update(fail)
+    if lat_failed:
+        row["latency_failed"] = True
+        kind = error_kind(latency.error or "")
+        row["errors"] = {**row["errors"], kind: row["errors"].get(kind, 0) + 1}
+    return row
+
+
 def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[dict]:
     """One row per allocator (best first, failed ones last) with every figure of the table."""
     rows = []
     for a in allocators:
-        runs = [r for r in m.timed.get((w.name, a), []) if r.ok and r.value(w.metric) is not None]
-        if not runs:
-            rows.append({"allocator": a, "failed": True})
+        runs = m.timed.get((w.name, a), [])
+        void = failed_row(a, runs, m.latency.get((w.name, a)), w.metric)
+        if void is not None:
+            rows.append(void)
             continue
         vals = [r.value(w.metric) for r in runs]
         lo, hi = stats.spread(vals)
@@ -106,7 +129,7 @@ def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[di
             "allocator": a, "failed": False, "runs": len(runs), "metric": stats.median(vals), "min": lo, "max": hi,
             "wall_s": stats.median([r.wall_s for r in runs]), "user_s": stats.median([r.user_s for r in runs]),
             "sys_s": stats.median([r.sys_s for r in runs]), "minflt": stats.median([r.minflt for r in runs]),
-            "majflt": stats.median([r.majflt for r in runs]), "peak_rss_kb": max(r.maxrss_kb for r in runs),
+            "majflt": stats.median([r.majflt for r in runs]), "peak_rss_kb": peak_rss_kb(runs),
             "ops": stats.median([r.value("ops") or 0 for r in runs]),
         }
         sized = {}
@@ -120,7 +143,7 @@ def summarize(w: wl.Workload, allocators: list[str], m: Measurements) -> list[di
             row["syscalls"] = sc.calls
             row["syscalls_per_op"] = sc.per_op()
         lat = m.latency.get((w.name, a))
-        if lat is not None and lat.ok:
+        if lat is not None:  # a failed latency pass voided the row above
             row.update({k: lat.value(k) for k in LAT_KEYS})
         rows.append(row)
     ok = [r for r in rows if not r["failed"]]
@@ -137,12 +160,17 @@ SUBJECT = "hakmem"
 
 
 def round_ratios(w: wl.Workload, mine: list[Run], theirs: list[Run]) -> list[float]:
-    """Time ratios of runs to the runs of the same interleaved rounds (same index), skipping rounds in
-    which either run failed or gave no value."""
+    """Time ratios of runs to the runs of the same interleaved rounds (same index). None at all when
+    either side has a failed run, as summarize voids its cell: skipping the failed rounds kept the rounds
+    in which a flaky allocator happened to be fast. Rounds in which either did no operation (a figure of
+    0) give no ratio."""
+    if cell_failure(mine, lambda r: r.value(w.metric) is not None) or \
+            cell_failure(theirs, lambda r: r.value(w.metric) is not None):
+        return []
     ratios = []
     for a_run, b_run in zip(mine, theirs):
         a, b = a_run.value(w.metric), b_run.value(w.metric)
-        if a_run.ok and b_run.ok and (a or 0) > 0 and (b or 0) > 0:
+        if (a or 0) > 0 and (b or 0) > 0:
             ratios.append(stats.ratio_to_best(a, b, w.higher_is_better))
     return ratios
 
@@ -180,22 +208,49 @@ def paired_table(prs: list[dict], markdown: bool = True) -> str:
     return report.table(headers, body, right=(2, 3)) if markdown else report.text_table(headers, body)
 
 
+def is_failure(row: dict) -> bool:
+    """A void row that lost runs (not one that was never run because the experiment was interrupted)."""
+    return bool(row["failed"] and (row.get("failed_runs") or row.get("latency_failed") or "of_runs" not in row))
+
+
 def geomeans(tables: dict[str, list[dict]]) -> list[dict]:
-    """Each allocator's geomean ratio to the best. Only allocators with a ratio on every workload that has
-    one are ranked: a geomean that leaves out a failed workload (often its worst) is shown, marked
-    incomplete, below them."""
+    """Each allocator's geomean ratio to the best. Only allocators with a ratio on every workload of the
+    tables are complete and ranked: one that failed a run somewhere (its cell void) or has no ratio on a
+    workload gets a geomean of the rest, marked incomplete (`failed_on` names the workloads it failed),
+    below them; one with no ratio at all is listed with none."""
     per: dict[str, list[float]] = {}
-    total = 0
-    for rows in tables.values():
-        counted = False
+    failed: dict[str, list[str]] = {}
+    order: list[str] = []
+    for name, rows in tables.items():
         for r in rows:
+            order += [r["allocator"]] if r["allocator"] not in order else []
             if r.get("ratio"):
                 per.setdefault(r["allocator"], []).append(r["ratio"])
-                counted = True
-        total += counted
-    out = [{"allocator": a, "geomean": stats.geomean(v), "workloads": len(v), "of": total,
-            "complete": len(v) == total} for a, v in per.items()]
-    return sorted(out, key=lambda r: (not r["complete"], r["geomean"]))
+            elif is_failure(r):
+                failed.setdefault(r["allocator"], []).append(name)
+    total = len(tables)
+    out = [{"allocator": a, "geomean": stats.geomean(per[a]) if per.get(a) else None,
+            "workloads": len(per.get(a, [])), "of": total, "failed_on": failed.get(a, []),
+            "complete": len(per.get(a, [])) == total and not failed.get(a)} for a in order]
+    return sorted(out, key=lambda r: (not r["complete"], r["geomean"] is None, r["geomean"] or 0.0))
+
+
+def failed_cells(tables: dict[str, list[dict]]) -> list[dict]:
+    """Every void cell that lost runs, for the report's summary and data.json alike."""
+    keys = ("failed_runs", "of_runs", "errors", "latency_failed")
+    return [{"workload": name, "allocator": r["allocator"], **{k: r[k] for k in keys if k in r}}
+            for name, rows in tables.items() for r in rows if is_failure(r)]
+
+
+def failed_lines(cells: list[dict]) -> list[str]:
+    """'tcmalloc on pair: 4 of 8 runs failed (timed out after 1.5 s ×4)' per failed cell."""
+    return [f"{c['allocator']} on {c['workload']}: {report.failure_detail(c)}" for c in cells]
+
+
+def rss_missing(tables: dict[str, list[dict]]) -> list[dict]:
+    """The measured cells without a peak RSS (a workload that printed no peak_rss_kb)."""
+    return [{"workload": name, "allocator": r["allocator"]} for name, rows in tables.items()
+            for r in rows if not r["failed"] and r.get("peak_rss_kb") is None]
 
 
 def floor_rows(tables: dict[str, list[dict]]) -> tuple[float | None, list[dict]]:
@@ -219,13 +274,13 @@ def workload_table(w: wl.Workload, rows: list[dict], markdown: bool = True) -> s
     body = []
     for i, r in enumerate(rows):
         if r["failed"]:
-            body.append(["-", r["allocator"], "FAILED"] + [""] * (len(headers) - 3))
+            body.append(["-", r["allocator"], report.fmt_failed(r)] + [""] * (len(headers) - 3))
             continue
         body.append([
             _rank_label(i), r["allocator"], report.fmt_num(r["metric"]),
             f"{report.fmt_num(r['min'])}–{report.fmt_num(r['max'])}", report.fmt_ratio(r.get("ratio")),
             f"{r['wall_s']:.3f}", f"{r['user_s']:.3f}", f"{r['sys_s']:.3f}", report.fmt_int(r["minflt"]),
-            report.fmt_int(r["majflt"]), report.fmt_kib(r["peak_rss_kb"]),
+            report.fmt_int(r["majflt"]), report.fmt_kib(r["peak_rss_kb"], missing="n/a"),
             report.fmt_num(r.get("syscalls_per_op")), *(report.fmt_int(r.get(k)) for k in LAT_KEYS),
         ])
     if markdown:
@@ -236,10 +291,19 @@ def workload_table(w: wl.Workload, rows: list[dict], markdown: bool = True) -> s
 
 def geomean_table(g: list[dict], markdown: bool = True) -> str:
     headers = ["Rank", "Allocator", "geomean ratio to best", "workloads"]
-    body = [[i + 1 if r["complete"] else "-", r["allocator"], f"{r['geomean']:.3f}",
-             r["workloads"] if r["complete"] else f"{r['workloads']} of {r['of']} (incomplete)"]
-            for i, r in enumerate(g)]
+    body = [[i + 1 if r["complete"] else "-", r["allocator"],
+             "n/a" if r["geomean"] is None else f"{r['geomean']:.3f}", workloads_cell(r)] for i, r in enumerate(g)]
     return report.table(headers, body) if markdown else report.text_table(headers, body)
+
+
+def workloads_cell(r: dict) -> str | int:
+    """How many workloads a geomean covers: the count when complete, else 'k of n (incomplete...)' naming
+    the workloads on which the allocator failed runs."""
+    if r["complete"]:
+        return r["workloads"]
+    failed = r.get("failed_on") or []
+    why = f": failed on {', '.join(failed)}" if failed else ""
+    return f"{r['workloads']} of {r['of']} (incomplete{why})"
 
 
 def sized_table(rows: list[dict]) -> str:
@@ -261,19 +325,47 @@ def syscall_table(tables: dict[str, list[dict]]) -> str:
     return report.table(["Workload", "Allocator", *SYSCALLS, "total", "per op"], body)
 
 
+def missing_sentence(missing: list[dict]) -> str:
+    """The allocators this run skipped because they are not installed (or not built), so that its ranks
+    are not read as a win over the whole field."""
+    if not missing:
+        return ""
+    return ("**Not in this comparison** (not installed, so neither ranked nor beaten here): "
+            + "; ".join(f"{m['name']} ({m['reason']})" for m in missing) + ".")
+
+
+def summary_data(tables: dict[str, list[dict]], g: list[dict], prs: list[dict], missing: list[dict]) -> dict:
+    """data.json's summary: the same tables, geomeans, failures, missing peak RSS and missing peers as the
+    report's Markdown."""
+    return {"tables": tables, "geomean": g, "paired": prs, "failed": failed_cells(tables),
+            "rss_missing": rss_missing(tables), "missing_peers": missing}
+
+
 def sections(s: Session, works: list[wl.Workload], tables: dict[str, list[dict]], g: list[dict],
              prs: list[dict]) -> list[str]:
-    out = ["## Summary: geometric mean of each allocator's ratio to the best\n\n"
-           "1.000 = best on every workload; 1.25 = on average 25 % more time per unit of work.\n\n"
-           + geomean_table(g)]
+    summary = ("## Summary: geometric mean of each allocator's ratio to the best\n\n"
+               "1.000 = best on every workload; 1.25 = on average 25 % more time per unit of work.\n\n"
+               + geomean_table(g))
+    fails = failed_cells(tables)
+    if fails:
+        summary += ("\n\n**Failed runs.** A failed run voids its allocator's figure on that workload: no median, no "
+                    "ratio, no rank there, and its geomean is incomplete.\n\n"
+                    + "\n".join(f"- {line}" for line in failed_lines(fails)))
+    if missing := missing_sentence(getattr(s, "missing_peers", [])):
+        summary += "\n\n" + missing
+    out = [summary]
     for w in works:
         if w.name not in tables or not w.ranked:
             continue
         counts = [r["runs"] for r in tables[w.name] if not r["failed"]]
+        failed = report.failed_phrase([(r["allocator"], r) for r in tables[w.name] if r["failed"]])
+        no_rss = [c["allocator"] for c in rss_missing({w.name: tables[w.name]})]
         text = (f"### {w.name} — {w.unit}, {'higher' if w.higher_is_better else 'lower'} is better\n\n"
                 f"{w.summary}. {report.runs_phrase(counts, s.args.reps)}; vs best in time terms; peak RSS is the "
-                f"largest of the runs; syscalls/op and latency come from separate untimed passes.\n\n"
-                + workload_table(w, tables[w.name]))
+                f"largest of the runs; syscalls/op and latency come from separate untimed passes."
+                + (f" {failed}" if failed else "")
+                + (f" Peak RSS of {', '.join(no_rss)}: {RSS_MISSING}." if no_rss else "")
+                + "\n\n" + workload_table(w, tables[w.name]))
         if w.sized_results:
             text += "\n\nPer size:\n\n" + sized_table(tables[w.name])
         out.append(text)
@@ -306,9 +398,10 @@ def make_plots(out_dir: Path, works: list[wl.Workload], tables: dict[str, list[d
                                          [r["allocator"] for r in rows], [r["metric"] for r in rows],
                                          [r["min"] for r in rows], [r["max"] for r in rows], w.unit))
     written = [plots.bars(out_dir / "workloads.png", "median, min–max", panels)]
+    drawn = [r for r in g if r["geomean"] is not None]
     written.append(plots.bars(out_dir / "geomean.png", "geometric mean ratio to best (lower is better)",
-                              [plots.BarPanel("all workloads", [geomean_label(r) for r in g],
-                                              [r["geomean"] for r in g], ylabel="ratio")] if g else []))
+                              [plots.BarPanel("all workloads", [geomean_label(r) for r in drawn],
+                                              [r["geomean"] for r in drawn], ylabel="ratio")] if drawn else []))
     return [p.name for p in written if p is not None]
 
 
@@ -331,17 +424,30 @@ def execute(args: argparse.Namespace, name: str, default: tuple[str, ...]) -> tu
     pngs = make_plots(s.out_dir, [w for w in works if w.ranked], tables, g)
     figs = "Figures: " + ", ".join(f"![{p}]({p})" for p in pngs) if pngs else "No figures (matplotlib missing)."
     prs = paired_rows(works, tables, m)
-    s.write(name, sections(s, works, tables, g, prs) + [figs], {"tables": tables, "geomean": g, "paired": prs})
+    s.write(name, sections(s, works, tables, g, prs) + [figs], summary_data(tables, g, prs, s.missing_peers))
     return s, tables, g, prs
 
 
+def is_latency_pass(run: Run) -> bool:
+    """A compare's untimed latency pass (-l): it reports percentiles, or, when it failed, its command
+    still carries the flag."""
+    if "lat_count" in run.results:
+        return True
+    try:
+        return "-l" in shlex.split(run.command)
+    except ValueError:
+        return False
+
+
 def measurements_from_data(data: dict) -> tuple[list[str], Measurements]:
-    """The allocators and the timed runs of a compare's data.json (latency passes, which report
-    percentiles, left out), in the order they ran."""
+    """The allocators and the runs of a compare's data.json in the order they ran: timed runs, and the
+    latency passes apart (a failed one voids its cell, as in the report)."""
     m = Measurements()
     for r in data["runs"]:
         run = Run(**r)
-        if "lat_count" not in run.results:
+        if is_latency_pass(run):
+            m.latency[(run.workload, run.allocator)] = run
+        else:
             m.timed.setdefault((run.workload, run.allocator), []).append(run)
     return [a["name"] for a in data["allocators"]], m
 
@@ -388,5 +494,15 @@ def run_quick(args: argparse.Namespace) -> int:
     if g:
         print("\nsummary: geometric mean ratio to best (1.000 = best everywhere)")
         print(geomean_table(g, markdown=False))
+    fails = failed_cells(tables)
+    if fails:
+        print("\nfailed runs (each voids that figure: no median, ratio or rank; its geomean is incomplete):")
+        for line in failed_lines(fails):
+            print(f"  {line}")
+    for c in rss_missing(tables):
+        print(f"\npeak RSS of {c['allocator']} on {c['workload']}: {RSS_MISSING}")
+    if s.missing_peers:
+        print("\nnot in this comparison (not installed): "
+              + "; ".join(f"{p['name']} ({p['reason']})" for p in s.missing_peers))
     print(f"\nstatus: {s.status}\nreport: {s.out_dir / 'report.md'}")
     return s.exit_code

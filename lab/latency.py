@@ -9,7 +9,7 @@ import argparse
 
 from lab import plots, report, stats
 from lab import workloads as wl
-from lab.runner import Run, Spec
+from lab.runner import Run, Spec, cell_failure
 from lab.session import Session, UsageError, add_common_options
 
 DEFAULT = ("random_mixed", "larson", "prodcons", "vm", "realistic")
@@ -33,6 +33,17 @@ def summarize(hist: list, runs: list[Run]) -> dict:
     return out
 
 
+def summarize_cell(rs: list[Run]) -> dict | None:
+    """The merged histogram and percentiles of one allocator's runs on a workload; with a failed run
+    (or one without a histogram) only how many failed and why (runner.cell_failure: one failed run
+    voids the cell, as in compare); None without runs."""
+    failed = cell_failure(rs, lambda r: bool(r.hist))
+    if failed is not None or not rs:
+        return failed
+    hist = stats.merge_hists(r.hist for r in rs)
+    return {**summarize(hist, rs), "hist": hist}
+
+
 def run_latency(args: argparse.Namespace) -> int:
     try:
         works = wl.parse_list(args.workloads, DEFAULT)
@@ -46,30 +57,35 @@ def run_latency(args: argparse.Namespace) -> int:
             t = args.threads if w.threaded else None
             for _ in range(args.reps):
                 for a in s.allocators:
-                    runs.setdefault((w.name, a.name), []).append(
-                        s.run(Spec(w, a, w.args(args.size), threads=t, flags=["-H"])))
+                    s.run(Spec(w, a, w.args(args.size), threads=t, flags=["-H"]),
+                          keep=runs.setdefault((w.name, a.name), []).append)
 
     sections, panels, data = [], [], {}
     for w in works:
-        rows, series = [], {}
+        rows, series, void = [], {}, []
         for a in s.allocators:
-            ok = [r for r in runs.get((w.name, a.name), []) if r.ok and r.hist]
-            if not ok:
+            summ = summarize_cell(runs.get((w.name, a.name), []))
+            if summ is None:
                 continue
-            hist = stats.merge_hists(r.hist for r in ok)
-            summ = summarize(hist, ok)
-            data[f"{w.name}/{a.name}"] = {**summ, "hist": hist}
+            data[f"{w.name}/{a.name}"] = summ
+            if summ.get("failed"):
+                void.append((a.name, summ))
+                continue
+            hist = summ["hist"]
             rows.append([a.name, report.fmt_int(summ["count"]), *(report.fmt_int(summ[n]) for _, n in QUANTILES),
                          report.fmt_int(summ["max"])])
             pts = [(x, p) for x, p in stats.ccdf(hist) if p > 0]
             series[a.name] = ([x for x, _ in pts], [p for _, p in pts])
-        if rows:
+        if rows or void:
             rows.sort(key=lambda r: float(r[4].replace(",", "") or 0))
-            sections.append(f"### {w.name}\n\n{w.summary}. Latency in ns, {args.reps} run(s) merged, sorted by p99.\n\n"
+            rows += [[name, report.fmt_failed(f)] + [""] * (len(QUANTILES) + 1) for name, f in void]
+            lost = report.failed_phrase(void)
+            sections.append(f"### {w.name}\n\n{w.summary}. Latency in ns, {args.reps} run(s) merged, sorted by p99."
+                            + (f" {lost}" if lost else "") + "\n\n"
                             + report.table(["Allocator", "operations", *(n for _, n in QUANTILES), "max"], rows,
                                            right=range(1, 7)))
             panels.append(plots.LinePanel(w.name, series, "latency ns", "P(latency > x)", logx=True, logy=True))
-    overhead = [v["timer_overhead_ns"] for v in data.values()]
+    overhead = [v["timer_overhead_ns"] for v in data.values() if "timer_overhead_ns" in v]
     intro = ("Every operation is timed with the TSC (or clock_gettime where the TSC is not invariant) around the "
              "allocator call alone. The figures include the clock itself: a back-to-back pair of reads typically "
              f"measures {stats.median(overhead) if overhead else 0:.0f} ns here (read cost plus the clock's "

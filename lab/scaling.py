@@ -11,7 +11,7 @@ import os
 
 from lab import plots, report, stats
 from lab import workloads as wl
-from lab.runner import Run, Spec
+from lab.runner import Run, Spec, cell_failure
 from lab.session import Session, UsageError, add_common_options
 
 
@@ -56,25 +56,32 @@ def counts_for(w: wl.Workload, counts: list[int]) -> list[int]:
 
 
 def summarize(runs: dict[tuple[str, str, int], list[Run]]) -> dict[tuple[str, str, int], dict]:
-    """Median ops/s, seconds and ops per (workload, allocator, threads)."""
+    """Median ops/s, seconds and ops per (workload, allocator, threads); a point with a failed run gets
+    none, only how many runs failed and why (runner.cell_failure: one failed run voids it, as in compare)."""
     out = {}
     for key, rs in runs.items():
-        ok = [r for r in rs if r.ok and r.value("ops_per_sec") is not None]
-        if ok:
+        failed = cell_failure(rs, lambda r: None not in (r.value("ops_per_sec"), r.value("seconds"), r.value("ops")))
+        if failed is not None:
+            out[key] = failed
+        elif rs:
             out[key] = {
-                "ops_per_sec": stats.median([r.value("ops_per_sec") for r in ok]),
-                "seconds": stats.median([r.value("seconds") for r in ok]),
-                "ops": stats.median([r.value("ops") for r in ok]),
-                "runs": len(ok),
+                "ops_per_sec": stats.median([r.value("ops_per_sec") for r in rs]),
+                "seconds": stats.median([r.value("seconds") for r in rs]),
+                "ops": stats.median([r.value("ops") for r in rs]),
+                "runs": len(rs),
             }
     return out
+
+
+def measured(point: dict | None) -> bool:
+    return point is not None and not point.get("failed")
 
 
 def degradations(summary: dict, workload: str, allocator: str, counts: list[int]) -> dict[str, float]:
     out = {}
     for n in counts:
         a, b = summary.get((workload, allocator, n)), summary.get((workload, allocator, 2 * n))
-        if a and b and min(a["seconds"], b["seconds"], a["ops"], b["ops"]) > 0:
+        if measured(a) and measured(b) and min(a["seconds"], b["seconds"], a["ops"], b["ops"]) > 0:
             out[f"{n}->{2 * n}"] = stats.degradation(a["seconds"], b["seconds"], a["ops"], b["ops"])
     return out
 
@@ -96,8 +103,8 @@ def run_scaling(args: argparse.Namespace) -> int:
             for n in counts_for(w, counts):
                 for _ in range(args.reps):
                     for a in s.allocators:
-                        runs.setdefault((w.name, a.name, n), []).append(
-                            s.run(Spec(w, a, w.args(args.size), threads=n)))
+                        s.run(Spec(w, a, w.args(args.size), threads=n),
+                              keep=runs.setdefault((w.name, a.name, n), []).append)
     summary = summarize(runs)
 
     sections, panels, data = [], [], {}
@@ -107,17 +114,22 @@ def run_scaling(args: argparse.Namespace) -> int:
         rows, deg_rows, series = [], [], {}
         for a in s.allocators:
             cells = [summary.get((w.name, a.name, n)) for n in wc]
-            rows.append([a.name] + [report.fmt_num(c["ops_per_sec"]) if c else "" for c in cells])
-            pts = [(n, c["ops_per_sec"] / 1e6) for n, c in zip(wc, cells) if c]
+            rows.append([a.name] + [report.fmt_num(c["ops_per_sec"]) if measured(c) else report.fmt_failed(c) if c
+                                    else "" for c in cells])
+            pts = [(n, c["ops_per_sec"] / 1e6) for n, c in zip(wc, cells) if measured(c)]
             if pts:
                 series[a.name] = ([p[0] for p in pts], [p[1] for p in pts])
             deg = degradations(summary, w.name, a.name, wc)
             deg_rows.append([a.name] + [f"{deg[p]:.3f}" if p in deg else "" for p in pairs])
             data[f"{w.name}/{a.name}"] = {
                 "points": {n: summary.get((w.name, a.name, n)) for n in wc}, "degradation": deg}
-        counts_here = [c["runs"] for a in s.allocators for n in wc if (c := summary.get((w.name, a.name, n)))]
+        counts_here = [c["runs"] for a in s.allocators for n in wc if measured(c := summary.get((w.name, a.name, n)))]
+        lost = report.failed_phrase([(f"{a.name} at {n} thread{'s' if n > 1 else ''}", c)
+                                     for a in s.allocators for n in wc
+                                     if (c := summary.get((w.name, a.name, n))) and not measured(c)])
         text = (f"### {w.name}\n\n{w.summary}. ops/s by threads, each the "
-                f"{report.runs_phrase(counts_here, args.reps).replace('Median', 'median', 1)}:\n\n"
+                f"{report.runs_phrase(counts_here, args.reps).replace('Median', 'median', 1)}"
+                + (f". {lost}" if lost else "") + ":\n\n"
                 + report.table(["Allocator"] + [f"{n} thr" for n in wc], rows, right=range(1, len(wc) + 1)))
         if pairs:
             text += ("\n\nParallelism degradation time(2n)/time(n)/(work(2n)/work(n)): while the 2n threads fit "

@@ -8,12 +8,13 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import math
+import re
 import shlex
 import signal
 import subprocess
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -134,6 +135,21 @@ def prepare_out_dir(out: Path) -> None:
         print(f"hakmem-lab: {out} already holds a report; its files will be replaced", file=sys.stderr)
 
 
+def missing_fix(reason: str) -> str:
+    """The command that provides a missing allocator, from its reason ("not installed: `apt-get install
+    libmimalloc2.0`" -> "apt-get install libmimalloc2.0"), else the reason itself."""
+    found = re.search(r"`([^`]+)`", reason)
+    return found.group(1) if found else reason
+
+
+def missing_status(missing: list[al.Missing]) -> str:
+    """The status suffix naming the allocators a default run skipped: " (peers missing: mimalloc —
+    apt-get install libmimalloc2.0)", "" when none were."""
+    if not missing:
+        return ""
+    return " (peers missing: " + "; ".join(f"{m.name} — {missing_fix(m.reason)}" for m in missing) + ")"
+
+
 class Session:
     def __init__(self, name: str, args: argparse.Namespace):
         self.name = name
@@ -161,9 +177,14 @@ class Session:
         self.status = "complete"
         self.exit_code = 0
         self.bar: Progress | None = None
-        for m in self.discovery.missing:
-            if names is None or m.name in names:
-                print(f"hakmem-lab: skipping {m.name}: {m.reason}", file=sys.stderr)
+        # Allocators a run of the default field skips because they are missing: named in the status line,
+        # the report's summary and data.json, so that ranks among the others are not read as a win over
+        # the whole field. (A named allocator that is missing is a usage error; an opt-in one is no loss.)
+        self.missing: list[al.Missing] = [m for m in self.discovery.missing
+                                          if names is None and m.name not in al.OPT_IN]
+        self.missing_peers: list[dict] = [{"name": m.name, "reason": m.reason} for m in self.missing]
+        for m in self.missing:
+            print(f"hakmem-lab: skipping {m.name}: {m.reason}", file=sys.stderr)
 
     # ---- running ------------------------------------------------------------------------------------
 
@@ -174,13 +195,28 @@ class Session:
         if command not in self.commands:
             self.commands.append(command)
 
-    def run(self, spec: runner.Spec, advance: float = 1, **kw) -> runner.Run:
-        """One timed run, logged and counted; a failed run is kept and reported, not raised."""
+    def run(self, spec: runner.Spec, advance: float = 1, keep: Callable[[runner.Run], object] | None = None,
+            **kw) -> runner.Run:
+        """One timed run, logged and counted; a failed run is kept and reported, not raised. `keep` gets
+        the run too, a run that used the wrong allocator included, before that mismatch ends the
+        experiment: the experiment's own tables then count it as failed."""
         if self.bar:
             self.bar.note(f"{spec.workload.name} @ {spec.allocator.name}")
-        r = runner.run(spec, self.root, timeout=self.args.timeout, **kw)
+        try:
+            r = runner.run(spec, self.root, timeout=self.args.timeout, **kw)
+        except al.AllocatorMismatch as e:
+            bad = getattr(e, "run", None)
+            if bad is not None:
+                self._log(bad.command)
+                self.runs.append(bad)
+                self.failures.append(bad)
+                if keep is not None:
+                    keep(bad)
+            raise
         self._log(r.command)
         self.runs.append(r)
+        if keep is not None:
+            keep(r)
         if not r.ok:
             self.failures.append(r)
             self.exit_code = EXIT_FAILED_RUNS
@@ -226,6 +262,7 @@ class Session:
             self.exit_code = EXIT_FAILED_RUNS
         if self.failures and self.status == "complete":
             self.status = f"complete, with {len(self.failures)} failed runs (see Failures)"
+        self.status += missing_status(self.missing)
 
     # ---- writing ------------------------------------------------------------------------------------
 
@@ -253,6 +290,7 @@ class Session:
             "machine": self.machine,
             "allocators": [{"name": a.name, "path": a.path, "package": a.package} for a in self.allocators],
             "missing": [{"name": m.name, "reason": m.reason} for m in self.discovery.missing],
+            "missing_peers": self.missing_peers,  # those of `missing` this run would have measured
             "commands": self.commands,
             "notes": self.notes,
             "summary": summary,

@@ -11,7 +11,7 @@ import statistics
 
 from lab import plots, report, stats
 from lab import workloads as wl
-from lab.runner import Run, Spec, SyscallCount
+from lab.runner import RSS_MISSING, Run, Spec, SyscallCount, cell_failure
 from lab.session import Session, UsageError, add_common_options
 
 
@@ -50,8 +50,9 @@ def soak_figures(run: Run, window: int = 5) -> dict:
         first, last = stats.edge_means(tput, window)
         out.update(tput_mean=statistics.fmean(tput), tput_first=first, tput_last=last,
                    tput_drift_pct=stats.drift_percent(tput, window), tput_cv_pct=stats.cv_percent(tput))
-    if rss:
-        out.update(rss_first_kb=rss[0], rss_last_kb=rss[-1], rss_peak_kb=max(max(rss), run.maxrss_kb),
+    if rss:  # the peak is the workload's own VmHWM: without it (no peak_rss_kb printed) it is unknown
+        out.update(rss_first_kb=rss[0], rss_last_kb=rss[-1],
+                   rss_peak_kb=None if run.maxrss_kb is None else max(max(rss), run.maxrss_kb),
                    rss_drift_pct=stats.drift_percent(rss, window))
     return out
 
@@ -86,7 +87,10 @@ def run_soak(args: argparse.Namespace) -> int:
 
     figures = {}
     for name, r in runs.items():
-        if r.ok:
+        failed = cell_failure([r], lambda _: True)
+        if failed is not None:
+            figures[name] = failed
+        else:
             figures[name] = soak_figures(r)
             sc = sysc.get(name)
             if isinstance(sc, SyscallCount):
@@ -95,17 +99,25 @@ def run_soak(args: argparse.Namespace) -> int:
             "RSS last", "peak RSS", "RSS drift", "syscalls/op"]
     rows = []
     for name, f in figures.items():
+        if f.get("failed"):
+            rows.append([name, report.fmt_failed(f)] + [""] * (len(head) - 2))
+            continue
         rows.append([name, f["samples"], report.fmt_num(f.get("tput_mean")), report.fmt_num(f.get("tput_first")),
                      report.fmt_num(f.get("tput_last")), report.fmt_pct(f.get("tput_drift_pct")),
                      report.fmt_pct(f.get("tput_cv_pct"), signed=False), report.fmt_kib(f.get("rss_first_kb")),
-                     report.fmt_kib(f.get("rss_last_kb")), report.fmt_kib(f.get("rss_peak_kb")),
+                     report.fmt_kib(f.get("rss_last_kb")),
+                     report.fmt_kib(f.get("rss_peak_kb"), missing="n/a" if f.get("rss_samples") else ""),
                      report.fmt_pct(f.get("rss_drift_pct")), report.fmt_num(f.get("syscalls_per_op"))])
     text = (f"## {w.name}, {args.minutes:g} min per allocator\n\n{w.summary}. Throughput is sampled every "
             f"{args.interval:g} s from the workload's PROGRESS lines and RSS (VmRSS) from /proc/<pid>/status; "
             "drift = mean of the last 5 samples against the first 5 (fewer in runs under 10 samples); CV = "
             "standard deviation / mean of the throughput samples; syscalls/op from a separate "
-            f"{trace_secs:g} s strace pass.\n\n"
-            + report.table(head, rows))
+            f"{trace_secs:g} s strace pass."
+            + (f" {lost}" if (lost := report.failed_phrase([(n, f) for n, f in figures.items() if f.get("failed")]))
+               else "")
+            + (f" Peak RSS of {', '.join(no_rss)}: {RSS_MISSING}." if (no_rss := [
+                n for n, f in figures.items() if f.get("rss_samples") and f.get("rss_peak_kb") is None]) else "")
+            + "\n\n" + report.table(head, rows))
     s.out_dir.mkdir(parents=True, exist_ok=True)
     rss_series = {n: ([t for t, _ in r.rss_samples], [kb / 1024 for _, kb in r.rss_samples])
                   for n, r in runs.items() if r.rss_samples}

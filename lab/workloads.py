@@ -99,5 +99,10 @@ def get(name: str) -> Workload:
 
 
 def parse_list(text: str | None, default: tuple[str, ...]) -> list[Workload]:
+    """The workloads of a --workloads list (the default when empty). A name given twice is an error, as
+    in --allocs: its runs would land under one key and count twice in every summary."""
     names = [n for n in (text or "").split(",") if n] or list(default)
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"--workloads names {', '.join(repeated)} more than once")
     return [get(n) for n in names]

@@ -103,11 +103,13 @@ def test_missing_named_allocator_is_a_usage_error(root, tmp_path):
     (["--allocs", "glibc", "--threads", "0"], "--threads must be above 0"),
     (["--allocs", "glibc", "--reps", "0"], "--reps must be at least 1"),
     (["--allocs", "glibc", "--workloads", "nosuch"], "nosuch"),
+    (["--allocs", "glibc", "--workloads", "pair,pair,random_mixed"], "--workloads names pair more than once"),
 ])
 def test_bad_options_are_usage_errors(root, tmp_path, args, message):
     """Exit status 2 and one line, before anything runs. A repeated allocator used to be run twice under
     one key (its rounds no longer lined up and a slower allocator ranked first); a timeout or thread count
-    of 0 turned every run into a failure (the review of 2026-11-24)."""
+    of 0 turned every run into a failure (the review of 2026-11-24); a repeated workload was run twice
+    and counted twice in its summary (the audit of 2026-11-25)."""
     workloads = [] if "--workloads" in args else ["--workloads", "random_mixed"]
     res = run_lab(root, "quick", *args, *workloads, "--out", str(tmp_path / "x"))
     assert res.returncode == 2, res.stderr
