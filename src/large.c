@@ -148,15 +148,17 @@ static struct {
 
 static void remember_released(const hak_large *h) {
   uint64_t i = atomic_fetch_add_explicit(&released.next, 1, memory_order_relaxed) % RELEASED_REMEMBERED;
-  atomic_store_explicit(&released.user[i], (uintptr_t)h->user, memory_order_relaxed);
+  atomic_store_explicit(&released.user[i], 0, memory_order_relaxed);
   atomic_store_explicit(&released.bytes[i], hak_large_usable(h), memory_order_relaxed);
+  atomic_store_explicit(&released.user[i], (uintptr_t)h->user, memory_order_release);
 }
 
 bool hak_large_was_released(const void *p, size_t *bytes) {
   for (unsigned i = 0; i < RELEASED_REMEMBERED; i++) {
-    if (atomic_load_explicit(&released.user[i], memory_order_relaxed) == (uintptr_t)p) {
+    if (atomic_load_explicit(&released.user[i], memory_order_acquire) == (uintptr_t)p) {
       *bytes = atomic_load_explicit(&released.bytes[i], memory_order_relaxed);
-      return p != NULL;
+      /* the entry may have been rewritten meanwhile: its size then belongs to another block */
+      if (atomic_load_explicit(&released.user[i], memory_order_acquire) == (uintptr_t)p) return p != NULL;
     }
   }
   return false;
@@ -315,6 +317,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   }
   uint8_t *user = (uint8_t *)h + off;
   if (!place_user(h, user)) {
+    h->user = NULL; /* never handed out, and its page-map entry could not be made: nothing to forget */
     large_unmap(h);
     errno = ENOMEM;
     return NULL;
@@ -328,7 +331,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   arm_canaries(h, size);
 #endif
   hak_counter_add(&large.allocs, 1);
-  hak_counter_add(&large.alloc_bytes, hak_large_usable(h));
+  hak_counter_add(&large.alloc_bytes, h->map_size - off); /* the block's size, as in default builds */
   live_add(h, true);
   hak_purger_note_growth(); /* a new mapping, or a cached one whose pages may have been purged */
   hak_purger_start_pending(); /* the block is the caller's already: a nested malloc cannot disturb it */
@@ -344,6 +347,9 @@ size_t hak_large_usable(const hak_large *h) {
 }
 
 size_t hak_large_usable_claim(hak_large *h) {
+#if HAK_SECURE
+  return h->request; /* the block already reaches its request and end canary: nothing more to count */
+#endif
   live_add(h, false);
   h->resident_end = h->map_size; /* the caller may now write all of it */
   set_released_tail(h, 0);

@@ -1,6 +1,6 @@
 """tests/test_reclaim.py — memory that must come back (tests/c/test_reclaim.c): heaps of threads whose
 other destructors allocate late, and what those destructors allocated, freed by another thread, a burst of frees given back at once
-with HAKMEM_PURGE_DELAY_MS=0, pages emptied only by remote frees, released by malloc_trim, and the
+with HAKMEM_PURGE_DELAY_MS=0 (and a queue that empties one page again and again not purged each time), pages emptied only by remote frees, released by malloc_trim, and the
 resident memory of churning sets of medium and of large blocks, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
 a slow path, a freed large block reused, counted and released by hak_collect (also one that an
@@ -13,7 +13,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "late-freed", "at-once", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied", "pool",
+@pytest.mark.parametrize("case", ["late", "late-freed", "at-once", "at-once-queue", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied", "pool",
                                   "deadline", "asleep", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;
@@ -27,7 +27,8 @@ def test_memory_comes_back(run_program, case, variant):
            "asleep": {"HAKMEM_PURGE_DELAY_MS": "400", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_LARGE_CACHE_MB": "1024",
                       "HAKMEM_BACKGROUND_PURGE": "1"},
            "refused": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"},
-           "emptied": {"HAKMEM_PURGE_DELAY_MS": "100"}, "at-once": {"HAKMEM_PURGE_DELAY_MS": "0"}}.get(case)
+           "emptied": {"HAKMEM_PURGE_DELAY_MS": "100"}, "at-once": {"HAKMEM_PURGE_DELAY_MS": "0"},
+           "at-once-queue": {"HAKMEM_PURGE_DELAY_MS": "0"}}.get(case)
     proc = run_program("test_reclaim", variant, args=(case,), env=env, timeout=120)
     assert proc.returncode == 0, describe(proc)
     assert f"{case}:" in proc.stdout, describe(proc)

@@ -176,6 +176,32 @@ static int check_at_once(void) {
   return 0;
 }
 
+/* ---- at-once-queue: with delay 0, a queue of a few medium blocks that empties and refills one page ---- */
+
+static int check_at_once_queue(void) {
+  enum { SIZE = 200000, LIVE = 8, STEPS = 100000 };
+  static char *queue[LIVE];
+  struct hak_stats before = snap();
+  for (int i = 0; i < STEPS; i++) { /* each step allocates a block and frees the oldest */
+    int k = i % LIVE;
+    char *old = queue[k];
+    queue[k] = malloc(SIZE);
+    if (queue[k] == NULL) return fprintf(stderr, "FAIL at-once-queue: malloc returned NULL\n"), 1;
+    queue[k][0] = queue[k][SIZE - 1] = 1;
+    free(old);
+  }
+  struct hak_stats after = snap();
+  uint64_t calls = after.madvise_calls - before.madvise_calls;
+  printf("at-once-queue: %d steps of a %d-block queue of %d B: %llu madvise calls\n", STEPS, LIVE, SIZE,
+         (unsigned long long)calls);
+  if (calls > STEPS / 100) { /* a page purged and faulted in again at every emptying: 8,334 */
+    fprintf(stderr, "FAIL at-once-queue: %llu madvise calls\n", (unsigned long long)calls);
+    return 1;
+  }
+  for (int k = 0; k < LIVE; k++) free(queue[k]);
+  return 0;
+}
+
 /* ---- trim: pages emptied by remote frees --------------------------------------------------------- */
 
 enum { BLOCKS = 200000 };
@@ -935,6 +961,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
   if (argc == 2 && strcmp(argv[1], "late-freed") == 0) return check_late_freed();
   if (argc == 2 && strcmp(argv[1], "at-once") == 0) return check_at_once();
+  if (argc == 2 && strcmp(argv[1], "at-once-queue") == 0) return check_at_once_queue();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
@@ -952,7 +979,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|at-once|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|at-once|at-once-queue|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
