@@ -64,12 +64,13 @@ static size_t usable_size(const void *p, bool claim) {
     hak_large *h = (hak_large *)((uintptr_t)owner - HAK_PAGEMAP_LARGE_TAG);
     if (h->user == p && h->cached)
       hak_fatal_large("realloc or usable size of a freed block (use after free) at", p, hak_large_usable(h));
-    if (h->user == p) {
+    if (h->user == p && h->kind == HAK_KIND_LARGE) {
 #if HAK_SECURE
       hak_large_check(h, false);
 #endif
       return claim ? hak_large_usable_claim(h) : hak_large_usable(h);
     }
+    hak_large_bad_pointer(h, p, false);
   }
   hak_fatal_unknown(p, false, "usable size asked of a pointer hakmem never returned:");
 }

@@ -460,6 +460,9 @@ size_t hak_large_usable_claim(hak_large *hdr);
 /* Whether `p` was the block of one of the latest large mappings given back to the OS (a use after free
  * or double free, then); sets *bytes to its usable size. For reports only: no lock. */
 bool hak_large_was_released(const void *p, size_t *bytes);
+/* The report for `p`, which the page map leads to large header `hdr` but which is not its live block:
+ * an overwritten header, a use after free, or a pointer never returned; aborts. */
+__attribute__((noreturn, cold)) void hak_large_bad_pointer(const hak_large *hdr, const void *p, bool freeing);
 #if HAK_SECURE
 /* Hardened builds: abort with a report unless both canary words of live block `hdr->user` are intact.
  * `freeing`: the report is free's (realloc and the usable-size calls name themselves otherwise). */

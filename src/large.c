@@ -22,8 +22,16 @@
  * one right after the bytes asked for, at any alignment, against overflows. The usable size is then the
  * request. free, realloc and the usable-size calls check both. */
 #define LARGE_END_CANARY sizeof(uintptr_t)
+/* Hardened builds also end every large mapping with a page that cannot be touched (PROT_NONE), counted in
+ * map_size: an overflow that runs past a block and its canary faults there instead of reaching whatever
+ * is mapped next. Mappings touch (the address hints step by their size), and a review overwrote the next
+ * mapping's header with 24 bytes past a block's end and no key: malloc then handed out memory over a live
+ * block. A resize makes the guard writable first (mremap needs the mapping whole) and sets it again at the
+ * new end. */
+#define LARGE_GUARD HAK_OS_PAGE
 #else
 #define LARGE_END_CANARY 0
+#define LARGE_GUARD 0
 #endif
 #define HUGE_PAGE ((size_t)2 << 20)
 
@@ -91,6 +99,14 @@ void hak_large_check(const hak_large *h, bool freeing) {
 #endif
 
 static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
+/* The guard page at the end of `h`'s mapping (hardened builds) made inaccessible or, before a resize,
+ * writable again. Returns false when mprotect failed. */
+static bool set_guard(hak_large *h, bool on) {
+  if (LARGE_GUARD == 0) return true;
+  uint8_t *page = (uint8_t *)h + h->map_size - LARGE_GUARD;
+  return (on ? hak_os_protect_none(page, LARGE_GUARD) : hak_os_commit(page, LARGE_GUARD)) == 0;
+}
+
 static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
 static size_t map_align_for(size_t offset) { return offset > HAK_CHUNK_SIZE ? offset : HAK_CHUNK_SIZE; }
 
@@ -217,11 +233,16 @@ static hak_large *map_new(size_t need, size_t map_align) {
   h->resident_end = HAK_OS_PAGE; /* the header */
   h->released_tail = 0;
   h->zero = true;
+  if (!set_guard(h, true)) {
+    hak_os_unmap(h, need, true);
+    return NULL;
+  }
   return h;
 }
 
 static bool place_user(hak_large *h, uint8_t *user) {
   if (h->user == user) return true;
+  if (h->user != NULL) remember_released(h); /* a freed block's mapping now serves another offset */
   if (h->user != NULL && ((uintptr_t)h->user >> HAK_CHUNK_SHIFT) != ((uintptr_t)user >> HAK_CHUNK_SHIFT))
     hak_pagemap_set(h->user, NULL);
   h->user = user;
@@ -233,7 +254,7 @@ static bool place_user(hak_large *h, uint8_t *user) {
  * cached mapping shrunk below its old block's offset loses that block: h->user becomes NULL).
  * Returns the header (moved or not), or NULL when memory ran out (h still mapped, at its old size, with
  * its released tail still counted as such). */
-static hak_large *mapping_resize(hak_large *h, size_t need) {
+static hak_large *remap(hak_large *h, size_t need) {
   if (h->user != NULL && (size_t)(h->user - (uint8_t *)h) >= need) {
     /* a cached mapping whose last block lies past the new end: drop that block's pagemap entry before the
      * range goes, so a mapping the kernel places there meanwhile does not lose its own entry later */
@@ -282,6 +303,15 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
   return moved;
 }
 
+/* remap with the guard page (hardened builds) moved to the new end: made writable first, since mremap
+ * takes one whole mapping, and set again at the end of whatever mapping holds the block afterwards. */
+static hak_large *mapping_resize(hak_large *h, size_t need) {
+  if (!set_guard(h, false)) return need < h->map_size ? h : NULL; /* as a remap that failed */
+  hak_large *resized = remap(h, need);
+  set_guard(resized != NULL ? resized : h, true); /* a failure leaves the block usable, unguarded */
+  return resized;
+}
+
 void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
   size_t off = user_offset(align);
@@ -289,20 +319,22 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     errno = ENOMEM;
     return NULL;
   }
-  /* at least one byte past the block, so a zero-size block at a chunk boundary stays in its mapping */
-  size_t need = page_round(off + (size ? size : 1) + LARGE_END_CANARY), map_align = map_align_for(off);
+  /* reach: the bytes the block may touch from the header on, at least one past the block, so a zero-size
+   * block at a chunk boundary stays in its mapping; need: the mapping, its guard page included */
+  size_t reach = page_round(off + (size ? size : 1) + LARGE_END_CANARY), need = reach + LARGE_GUARD;
+  size_t map_align = map_align_for(off);
   int saved_errno = errno; /* failed attempts that a fallback repairs must not show through malloc */
   hak_large *h = map_align == HAK_CHUNK_SIZE ? cache_take(need) : NULL;
   if (h != NULL && !fits(h->map_size, need)) {
     hak_large *resized = mapping_resize(h, need);
     if (resized == NULL) large_unmap(h); /* out of memory: give the old mapping back and map afresh */
     h = resized;
-  } else if (h != NULL && h->resident_end > need + need / 4 && !h->zero) {
+  } else if (h != NULL && h->resident_end > reach + reach / 4 && !h->zero) {
     /* earlier blocks may have touched over 1.25x the request: give back the pages past it (big: peak
      * RSS 37.0 -> 34.4 MiB, docs/notes 2026-11-23); a tail no block touched since needs no call */
-    if (hak_os_advise((uint8_t *)h + need, h->resident_end - need, MADV_DONTNEED) == 0) {
-      set_released_tail(h, h->map_size - need);
-      h->resident_end = need;
+    if (hak_os_advise((uint8_t *)h + reach, h->resident_end - reach, MADV_DONTNEED) == 0) {
+      set_released_tail(h, h->map_size - reach);
+      h->resident_end = reach;
     }
   }
   if (h != NULL) {
@@ -323,7 +355,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   h->cached = 0;
-  block_reaches(h, need);
+  block_reaches(h, reach);
   errno = saved_errno;
   if (zero && !h->zero) memset(user, 0, size);
   h->zero = false;
@@ -331,7 +363,7 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
   arm_canaries(h, size);
 #endif
   hak_counter_add(&large.allocs, 1);
-  hak_counter_add(&large.alloc_bytes, h->map_size - off); /* the block's size, as in default builds */
+  hak_counter_add(&large.alloc_bytes, h->map_size - LARGE_GUARD - off); /* the block's size, as in default builds */
   live_add(h, true);
   hak_purger_note_growth(); /* a new mapping, or a cached one whose pages may have been purged */
   hak_purger_start_pending(); /* the block is the caller's already: a nested malloc cannot disturb it */
@@ -359,10 +391,20 @@ size_t hak_large_usable_claim(hak_large *h) {
 
 static void collect_at(bool force, uint64_t now);
 
+void hak_large_bad_pointer(const hak_large *h, const void *p, bool freeing) {
+  if (h->kind != HAK_KIND_LARGE)
+    hak_fatal(freeing ? "heap corruption (a large block's header was overwritten: an underflow?), freeing"
+                      : "heap corruption (a large block's header was overwritten: an underflow?) at", p, -1);
+  hak_fatal_unknown(p, freeing, freeing ? "free of a pointer that is not an allocated block:"
+                                        : "usable size asked of a pointer hakmem never returned:");
+}
+
 void hak_large_free(hak_large *h, void *p) {
-  if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user))
-    hak_fatal("free of a pointer that is not an allocated block:", p, -1);
-  if (unlikely(h->cached)) hak_fatal_large("double free detected of", p, hak_large_usable(h));
+  if (unlikely(h->kind != HAK_KIND_LARGE || p != h->user)) hak_large_bad_pointer(h, p, true);
+  /* taken atomically first: two threads freeing the block at once both read it live before either set
+   * it, and the cache got the header twice (a review: the same block from two mallocs, 7 runs in 200) */
+  if (unlikely(__atomic_exchange_n(&h->cached, 1, __ATOMIC_ACQ_REL)))
+    hak_fatal_large("double free detected of", p, hak_large_usable(h));
 #if HAK_SECURE
   hak_large_check(h, true);
 #endif
@@ -374,7 +416,6 @@ void hak_large_free(hak_large *h, void *p) {
     large_unmap(h);
     return;
   }
-  h->cached = 1;
   uint64_t now = hak_clock_ms(); /* kept here: once unlocked, h may be taken or unmapped by another thread */
   h->freed_ms = now;
   hak_large *evict = NULL;
@@ -486,13 +527,13 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
     errno = ENOMEM;
     return NULL;
   }
-  size_t need = page_round(off + size + LARGE_END_CANARY);
+  size_t reach = page_round(off + size + LARGE_END_CANARY), need = reach + LARGE_GUARD; /* as in hak_large_alloc */
   live_add(h, false);
 #if HAK_SECURE
   wipe_end_canary(h);
 #endif
   if (need <= h->map_size && need >= h->map_size / 2) {
-    block_reaches(h, need);
+    block_reaches(h, reach);
 #if HAK_SECURE
     arm_canaries(h, size);
 #endif
@@ -516,7 +557,7 @@ void *hak_large_realloc(hak_large *h, void *p, size_t size) {
     live_add(h, true); /* still mapped as it was */
     return NULL;
   }
-  block_reaches(resized, need);
+  block_reaches(resized, reach);
 #if HAK_SECURE
   arm_canaries(resized, size);
 #endif

@@ -41,6 +41,11 @@ static void raw_unmap(void *p, size_t size) {
   munmap(p, size);
 }
 
+void hak_os_randomize_hints(uint64_t random) {
+  const uintptr_t chunk = (uintptr_t)4 << 20, slots = ((uintptr_t)16 << 40) / chunk; /* in the window's first half */
+  atomic_store_explicit(&hint_next, HINT_BASE + (uintptr_t)(random % slots) * chunk, memory_order_relaxed);
+}
+
 /* The hints walk the window and start again at its base once they reach its end (the kernel passes over
  * a hint that is taken): they used to stop there for good, and every aligned mapping after 32 TiB of
  * them, or a thousand 2^34-aligned ones, cost three calls (a review: 8 MiB pairs 31 % slower). */
@@ -131,6 +136,12 @@ int hak_os_commit(void *addr, size_t size) {
   atomic_fetch_add_explicit(&hak_os_counters.mprotect_calls, 1, memory_order_relaxed);
   int saved = errno;
   return failure(mprotect(addr, size, PROT_RW) != 0, saved);
+}
+
+int hak_os_protect_none(void *addr, size_t size) {
+  atomic_fetch_add_explicit(&hak_os_counters.mprotect_calls, 1, memory_order_relaxed);
+  int saved = errno;
+  return failure(mprotect(addr, size, PROT_NONE) != 0, saved);
 }
 
 int hak_os_decommit(void *addr, size_t size) {

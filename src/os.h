@@ -47,6 +47,12 @@ void *hak_os_map_guarded_read_only(size_t used, size_t guard, size_t align);
  *  or not). Not counted: the caller counts the range committed again (hak_os_recommit), as after a purge.
  *  Returns 0 or the errno of mprotect (ENOMEM). */
 int hak_os_commit(void *addr, size_t size);
+/** Make [addr, addr+size) of a mapping inaccessible (mprotect PROT_NONE): a guard that faults on any
+ *  access. Not counted as committed or not (the caller keeps counting it as it did). Returns 0 or errno. */
+int hak_os_protect_none(void *addr, size_t size);
+/** Start the address hints of aligned mappings at a 4 MiB boundary chosen by `random` (hardened builds, at
+ *  init): otherwise every run puts the heap at the same addresses, which an attack need not guess. */
+void hak_os_randomize_hints(uint64_t random);
 /** Replace [addr, addr+size) by fresh read-only zero memory (mmap MAP_FIXED), releasing its pages even
  *  when they are locked, where madvise fails; counted as no longer committed. Returns 0 or errno. */
 int hak_os_decommit(void *addr, size_t size);

@@ -21,7 +21,7 @@ static uint64_t mix64(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-void hak_secure_init(void) {
+static void read_secrets(void) {
   if (getrandom(key_secret, sizeof key_secret, GRND_NONBLOCK) == (ssize_t)sizeof key_secret) return;
   /* no entropy yet (early boot) or no getrandom: the clock, the cycle counter and ASLR'd addresses */
   struct timespec ts;
@@ -29,6 +29,11 @@ void hak_secure_init(void) {
   uint64_t seed = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 32) ^ (uint64_t)__builtin_ia32_rdtsc();
   key_secret[0] = mix64(seed ^ (uintptr_t)&ts);
   key_secret[1] = mix64(key_secret[0] ^ (uintptr_t)&key_secret ^ (uint64_t)__builtin_ia32_rdtsc());
+}
+
+void hak_secure_init(void) {
+  read_secrets();
+  hak_os_randomize_hints(mix64(key_secret[0] ^ (key_secret[1] << 1)));
 }
 
 void hak_secure_page_keys(hak_heap *heap, uintptr_t *key, uintptr_t *canary_key) {

@@ -26,6 +26,7 @@ DOUBLE, INVALID, OVERFLOW, FREELIST, SIZED, CLEAN = "double", "invalid", "overfl
 
 # probe -> (kind of fault, what it does, required outcome in default mode, in hardened mode).
 # "detect": abort with the report; "survive": runs to its end; "enomem": every call fails with NULL/ENOMEM;
+# "fault": the bad write itself faults (SIGSEGV on a guard page) or the fault is detected as above;
 # "any": not required to be detected (must still not hang, and a report, if any, must be well formed).
 PROBES = {
     "df_immediate_small": (DOUBLE, "free(p); free(p) on a 48-byte block", "detect", "detect"),
@@ -70,6 +71,8 @@ PROBES = {
     "underflow_32_small": (OVERFLOW, "write 32 bytes before a 64-byte block", "any", "detect"),
     "overflow_1_large": (OVERFLOW, "write 1 byte past the usable end of a 1 MiB block", "any", "detect"),
     "overflow_32_large": (OVERFLOW, "write 32 bytes past the usable end of a 1 MiB block", "any", "detect"),
+    "large_header_forged": (OVERFLOW, "24 bytes from a 4 MiB-mapping block's end forge the next mapping's header, "
+                            "then free and malloc(6 MiB)", "any", "fault"),
     "underflow_1_large": (OVERFLOW, "write 1 byte before a 1 MiB block", "any", "detect"),
     "underflow_32_large": (OVERFLOW, "write 32 bytes before a 1 MiB block", "any", "detect"),
     "uaf_write_malloc": (FREELIST, "fill a freed 64-byte block with 0x41, then malloc(64) x4096", "any", "detect"),
@@ -176,6 +179,8 @@ def check_outcome(name, mode, outcome, proc):
         check_report(name, kind, proc, describe)
     if want == "detect":
         assert outcome == "detected", f"{mode} mode must detect {name}, got: {outcome}\n{describe}"
+    elif want == "fault":
+        assert outcome in ("detected", "crash (SIGSEGV)"), f"{mode} mode must stop {name}, got: {outcome}\n{describe}"
     elif want in ("survive", "enomem"):
         assert outcome == "ran on", f"{mode} mode must run {name} to its end, got: {outcome}\n{describe}"
         assert "hakmem stats:" in proc.stderr, f"hakmem was not the allocator\n{describe}"
@@ -256,11 +261,14 @@ def markdown():
         "",
         "## Known gaps (no probe yet)",
         "",
-        "- Blocks above 512 KiB (the large tier) have no guard page. Hardened builds put a canary word",
-        "  before and after each one (checked by free, realloc and the usable-size calls), so a run of bytes",
-        "  over either edge is reported, but a write that skips past the end canary is not. In default",
-        "  builds the usable size reaches the mapping's end, and an overflow past it lands in whatever is",
-        "  mapped next, which may be another hakmem mapping's header (a review, 2026-11-25).",
+        "- Large blocks (above 512 KiB) in default builds: the usable size reaches the mapping's end, and",
+        "  mappings can touch, so an overflow past one lands in the next mapping's header, which 24 forged",
+        "  bytes turn into a block over a live one (`large_header_forged`). Hardened builds end each large",
+        "  mapping with a guard page (the write faults) and put canaries on both edges of the block.",
+        "- An over-read of 24 bytes past a small block whose neighbour is free gives the page's canary and",
+        "  link keys (the freed tag and the link are the address xored with a per-page key), from which a",
+        "  later use-after-free write can forge a free block inside a live one (a review, 2026-11-25). A",
+        "  keyed hash of the address would close it at a multiply per malloc and free.",
         "- A double free of a block whose memory was given back is named with its class or size for the",
         "  latest 16 segments and 64 large blocks given back; an older one reads \"free of a pointer hakmem",
         "  never returned\". A wild pointer into memory given back is reported as a double free too (\"or",

@@ -314,6 +314,33 @@ static int overflow_32_medium(void) { return corrupt_neighbours(4096, USABLE_END
 static int overflow_1_slack(void) { return corrupt_neighbours(40, 40, 1); }
 static int overflow_1_large(void) { return corrupt_neighbours(1u << 20, USABLE_END, 1); }
 static int overflow_32_large(void) { return corrupt_neighbours(1u << 20, USABLE_END, 32); }
+/* A keyless forgery from a review: three large blocks whose hardened mappings (header page, request, end
+ * canary) fill 4 MiB each, so that they would touch; 24 bytes written from a's end canary on overwrite
+ * the next mapping's header with public values ({kind, cached = 0, map_size = 8 MiB}), and freeing b then
+ * caches it as 8 MiB, so that a 6 MiB malloc covers the live c. A guard page after each mapping stops the
+ * write. Returns 3 when c ends up inside the new block. */
+static int large_header_forged(void) {
+  size_t big = ((size_t)4 << 20) - 4096 - 8;
+  char *a = malloc(big), *b = malloc(big), *c = malloc(big);
+  if (!a || !b || !c) return fail("malloc returned NULL");
+  memset(c, 'C', 4096);
+  target(a);
+  fprintf(stderr, "probe: %s: a=%p b=%p c=%p\n", probe_name, (void *)a, (void *)b, (void *)c);
+  struct {
+    uint64_t junk;
+    uint32_t kind, cached;
+    uint64_t map_size;
+  } forged = {0, 0x1a26eu, 0, (uint64_t)8 << 20};
+  memcpy(opaque(a + big), &forged, sizeof forged);
+  free(b);
+  char *d = malloc((size_t)6 << 20);
+  if (d != NULL && c >= d && c < d + ((size_t)6 << 20)) {
+    fprintf(stderr, "probe: %s: malloc returned %p, covering the live block %p\n", probe_name, (void *)d, (void *)c);
+    return 3;
+  }
+  return 0;
+}
+
 static int underflow_1_small(void) { return corrupt_neighbours(64, -1, 1); }
 static int underflow_32_small(void) { return corrupt_neighbours(64, -32, 32); }
 static int underflow_1_large(void) { return corrupt_neighbours(1u << 20, -1, 1); }
@@ -595,6 +622,7 @@ static const struct probe probes[] = {
     {"underflow_32_small", underflow_32_small},
     {"overflow_1_large", overflow_1_large},
     {"overflow_32_large", overflow_32_large},
+    {"large_header_forged", large_header_forged},
     {"underflow_1_large", underflow_1_large},
     {"underflow_32_large", underflow_32_large},
     {"uaf_write_malloc", uaf_write_malloc},

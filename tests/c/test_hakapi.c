@@ -475,14 +475,14 @@ static void check_live(void) {
   CHECK(d >= (long long)(12 * MiB + 4096) && d <= (long long)(18 * MiB + 8192), "live large bytes +%lld after "
         "realloc to 12 MiB", d);
   /* default builds: the whole mapping becomes the caller's, tail included; hardened builds: the usable
-   * size is the request, and the mapping holds it, the end canary and the header page */
+   * size is the request, and the mapping holds it, the end canary, the guard page and the header page */
   size_t usable = malloc_usable_size(p);
   struct hak_stats g3 = snap();
   d = LIVE(g0, g3, live_bytes, HAK_TIER_LARGE);
   void *probe56 = must_malloc(56);
   bool hardened = malloc_usable_size(probe56) == 56; /* a 64-byte block less the hardened canary */
   free(probe56);
-  size_t mapped = hardened ? ((usable + 8 + 4095) & ~(size_t)4095) : usable;
+  size_t mapped = hardened ? ((usable + 8 + 4095) & ~(size_t)4095) + 4096 : usable; /* hardened: + the guard page */
   CHECK(d == (long long)(mapped + 4096), "live large bytes +%lld, usable size %zu (%s build) plus the header page",
         d, usable, hardened ? "hardened" : "default");
   /* the usable size of a block that reuses a larger cached mapping: the tail it gave back stays out of
