@@ -182,6 +182,29 @@ static int df_released_page(void) { return double_free_released(300000, 1); }
 static int df_released_segment(void) { return double_free_released(300000, 0); }
 static int df_released_large(void) { return double_free_released(2u << 20, 0); }
 
+/* A large block freed, its cached mapping taken by an aligned block at another offset, freed again. */
+static int df_reused_large(void) {
+  char *p = malloc(1u << 20);
+  if (!p) return fail("malloc returned NULL");
+  free(p);
+  void *q = aligned_alloc(128u << 10, 900000);
+  if (!q) return fail("aligned_alloc returned NULL");
+  fprintf(stderr, "probe: %s: the aligned block is %p\n", probe_name, q);
+  target(p);
+  free(opaque(p));
+  return 0;
+}
+
+/* A page-long underflow below a large block, over its header, then free. */
+static int underflow_4k_large(void) {
+  char *p = malloc(1u << 20);
+  if (!p) return fail("malloc returned NULL");
+  target(p);
+  memset(opaque(p - 4096), 0, 4096);
+  free(opaque(p));
+  return 0;
+}
+
 /* A large block freed and cached, then reallocated. */
 static int realloc_after_free_large(void) {
   char *p = malloc(2u << 20);
@@ -604,6 +627,7 @@ static const struct probe probes[] = {
     {"realloc_after_free", realloc_after_free},
     {"realloc_after_free_large", realloc_after_free_large},
     {"df_released_large", df_released_large},
+    {"df_reused_large", df_reused_large},
     {"df_released_page", df_released_page},
     {"df_released_segment", df_released_segment},
     {"realloc_interior_small", realloc_interior_small},
@@ -625,6 +649,7 @@ static const struct probe probes[] = {
     {"large_header_forged", large_header_forged},
     {"underflow_1_large", underflow_1_large},
     {"underflow_32_large", underflow_32_large},
+    {"underflow_4k_large", underflow_4k_large},
     {"uaf_write_malloc", uaf_write_malloc},
     {"uaf_write_1_malloc", uaf_write_1_malloc},
     {"freelist_hijack", freelist_hijack},
