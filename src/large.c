@@ -381,12 +381,13 @@ size_t hak_large_usable(const hak_large *h) {
 size_t hak_large_usable_claim(hak_large *h) {
 #if HAK_SECURE
   return h->request; /* the block already reaches its request and end canary: nothing more to count */
-#endif
+#else
   live_add(h, false);
   h->resident_end = h->map_size; /* the caller may now write all of it */
   set_released_tail(h, 0);
   live_add(h, true);
   return hak_large_usable(h);
+#endif
 }
 
 static void collect_at(bool force, uint64_t now);
