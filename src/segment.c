@@ -173,24 +173,23 @@ bool hak_segment_was_released(const void *p, int *cls) {
   uintptr_t base = (uintptr_t)p & ~(uintptr_t)(HAK_SEGMENT_SIZE - 1);
   unsigned slice = (unsigned)(((uintptr_t)p - base) >> HAK_SLICE_SHIFT);
   if (slice == 0) return false; /* the header: never a block */
+  unsigned c = SLICE_NEVER_USED;
   if (hak_pagemap_get(p) == (void *)base) {
     hak_segment *seg = (hak_segment *)base;
     if (hak_segment_page_of(seg, p)->slice_count != 0) return false; /* a page lives there */
-    const uint8_t *classes = seg->slice_class;
-    if (classes[slice] == SLICE_NEVER_USED) return false;
-    *cls = classes[slice];
-    return true;
+    c = seg->slice_class[slice];
+  } else {
+    for (unsigned i = 0; i < UNMAPPED_REMEMBERED; i++) {
+      if (atomic_load_explicit(&unmapped.entry[i].base, memory_order_acquire) != base) continue;
+      c = unmapped.entry[i].slice_class[slice];
+      /* the entry may have been rewritten meanwhile: its classes then belong to another segment */
+      if (atomic_load_explicit(&unmapped.entry[i].base, memory_order_acquire) != base) return false;
+      break;
+    }
   }
-  for (unsigned i = 0; i < UNMAPPED_REMEMBERED; i++) {
-    if (atomic_load_explicit(&unmapped.entry[i].base, memory_order_acquire) != base) continue;
-    uint8_t c = unmapped.entry[i].slice_class[slice];
-    /* the entry may have been rewritten meanwhile: its classes then belong to another segment */
-    if (atomic_load_explicit(&unmapped.entry[i].base, memory_order_acquire) != base || c == SLICE_NEVER_USED)
-      return false;
-    *cls = c;
-    return true;
-  }
-  return false;
+  if (c == SLICE_NEVER_USED) return false;
+  *cls = (int)c;
+  return true;
 }
 
 /* Unmap `seg`, which no list but `all` holds any more; the caller holds no lock. */
