@@ -42,7 +42,9 @@ static struct {
  * abandoned, since the thread's destructors are over. Blocks from it are freed through the remote path. */
 static struct {
   pthread_mutex_t lock;
-  hak_heap *heap;
+  /* written once under the lock; atomic because find_page compares any heap with it without the lock
+   * (a ThreadSanitizer report, harmless on x86 but a data race in C11) */
+  _Atomic(hak_heap *) heap;
 } late = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 /* Lock order: late, heaps, then the segment and large-cache locks. */
@@ -375,7 +377,7 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
     /* No room in the heap's segments: take a segment of an exited thread. Its pages join the queues,
      * and one of this class with free blocks is used before a new page is carved anywhere. */
     hak_segment *seg = hak_segment_reclaim_one();
-    if (seg == NULL && heap->segments == NULL && heap != late.heap && other_threads_live()) {
+    if (seg == NULL && heap->segments == NULL && heap != atomic_load_explicit(&late.heap, memory_order_relaxed) && other_threads_live()) {
       /* A new thread about to map its first segment: a thread that just handed it its objects is often
        * a moment from exiting and abandoning a segment this one could reuse (larson: peak RSS over 9
        * runs 5.3-7.3 MiB -> 5.2-6.4, docs/notes 2026-11-23). Let it run once, then look again. (Also when
@@ -705,6 +707,13 @@ static void collect_heap(hak_heap *heap, bool force) {
 
 void hak_heaps_collect(bool force) {
   hak_heap *heap = hak_tls_heap;
+  /* Memory of exited threads is reclaimed into the caller's heap, so a thread that never allocated gets
+   * one here, as its first malloc would (a hunt: remote frees into an exited thread's segment stayed live
+   * and their pages committed after a malloc_trim by such a thread). Not past its destructors. */
+  if (force && heap == &hak_heap_empty && !tls_heap_done && !thread_past_destructors()) {
+    hak_heap *made = hak_heap_for_thread();
+    if (made != NULL) heap = made;
+  }
   if (heap != &hak_heap_empty) {
     if (force) {
       hak_segment *seg;

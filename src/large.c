@@ -303,12 +303,25 @@ static hak_large *remap(hak_large *h, size_t need) {
   return moved;
 }
 
-/* remap with the guard page (hardened builds) moved to the new end: made writable first, since mremap
- * takes one whole mapping, and set again at the end of whatever mapping holds the block afterwards. */
+/* remap with the guard page (hardened builds) moved to the new end. mremap takes one mapping (VMA)
+ * whole, and the guard is a mapping of its own once mprotect made it inaccessible. Made writable again it
+ * merged back, but not in a forked child, where both parts also belong to the parent's copy: there every
+ * growth of an inherited block failed with EFAULT, and realloc with ENOMEM (a hunt's finding,
+ * tests/c/test_fork.c). So the guard page is unmapped, the block's part resized alone, and a guard set at
+ * the end of whatever mapping holds the block afterwards. */
 static hak_large *mapping_resize(hak_large *h, size_t need) {
-  if (!set_guard(h, false)) return need < h->map_size ? h : NULL; /* as a remap that failed */
+  if (LARGE_GUARD == 0) return remap(h, need);
+  uint8_t *guard = (uint8_t *)h + h->map_size - LARGE_GUARD;
+  hak_os_unmap(guard, LARGE_GUARD, true);
+  h->map_size -= LARGE_GUARD;
   hak_large *resized = remap(h, need);
-  set_guard(resized != NULL ? resized : h, true); /* a failure leaves the block usable, unguarded */
+  if (resized != NULL && resized->map_size == need) {
+    set_guard(resized, true); /* a failure leaves the block usable, unguarded */
+    return resized;
+  }
+  /* the resize failed (NULL), or a shrink kept the old mapping (h): the guard goes back where it was, and
+   * if another mapping took that page meanwhile, the block stays usable, unguarded */
+  if (hak_os_map_guard_at(guard, LARGE_GUARD) == 0) h->map_size += LARGE_GUARD;
   return resized;
 }
 

@@ -144,6 +144,21 @@ int hak_os_protect_none(void *addr, size_t size) {
   return failure(mprotect(addr, size, PROT_NONE) != 0, saved);
 }
 
+int hak_os_map_guard_at(void *addr, size_t size) {
+  atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
+  int saved = errno;
+  void *p = mmap(addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
+  if (p == MAP_FAILED) return failure(true, saved);
+  if (p != addr) { /* a kernel before 4.17 takes the flag for a hint */
+    raw_unmap(p, size);
+    errno = saved;
+    return EEXIST;
+  }
+  atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);
+  count_commit((int64_t)size);
+  return 0;
+}
+
 int hak_os_decommit(void *addr, size_t size) {
   atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
   int saved = errno;

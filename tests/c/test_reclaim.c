@@ -154,6 +154,59 @@ static int check_late_freed(void) {
   return 0;
 }
 
+/* ---- trim-heapless: malloc_trim by a thread that never allocated reclaims exited threads' memory --- */
+
+enum { HL_BLOCKS = 4000, HL_PER_FREER = 50 };
+static void *hl_blocks[HL_BLOCKS];
+
+static void *hl_producer(void *arg) {
+  for (int i = 0; i < HL_BLOCKS; i++) {
+    hl_blocks[i] = malloc(1000);
+    memset(hl_blocks[i], 3, 1000);
+  }
+  return arg;
+}
+
+/* Frees fewer blocks of the exited producer's segment than a takeover needs (64). */
+static void *hl_freer(void *arg) {
+  long k = (long)(intptr_t)arg;
+  for (long i = k * HL_PER_FREER; i < (k + 1) * HL_PER_FREER; i++) free(hl_blocks[i]);
+  return arg;
+}
+
+/* Calls nothing but malloc_trim: it has no heap of its own when it does. */
+static void *hl_trimmer(void *arg) {
+  malloc_trim(0);
+  return arg;
+}
+
+static int run_thread(void *(*fn)(void *), void *arg) {
+  pthread_t t;
+  if (pthread_create(&t, NULL, fn, arg) != 0) return fprintf(stderr, "pthread_create failed\n"), 1;
+  pthread_join(t, NULL);
+  return 0;
+}
+
+static int check_trim_heapless(void) {
+  if (run_thread(hl_producer, NULL)) return 1;
+  for (long k = 0; k < HL_BLOCKS / HL_PER_FREER; k++)
+    if (run_thread(hl_freer, (void *)(intptr_t)k)) return 1;
+  struct hak_stats freed = snap();
+  if (run_thread(hl_trimmer, NULL)) return 1;
+  struct hak_stats after = snap();
+  uint64_t live_before = freed.live_blocks[HAK_TIER_SMALL], live = after.live_blocks[HAK_TIER_SMALL];
+  printf("trim-heapless: %d blocks freed by other threads; %llu then %llu small blocks live, %.1f then %.1f MiB "
+         "committed after malloc_trim in a thread without a heap\n", HL_BLOCKS, (unsigned long long)live_before,
+         (unsigned long long)live, mib(freed.committed_bytes), mib(after.committed_bytes));
+  /* a few blocks of the C library's own (thread descriptors) may stay live */
+  if (live > 64 || after.committed_bytes + (2u << 20) > freed.committed_bytes) {
+    fprintf(stderr, "FAIL trim-heapless: %llu blocks still live, %.1f of %.1f MiB committed\n", (unsigned long long)live,
+            mib(after.committed_bytes), mib(freed.committed_bytes));
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- at-once: HAKMEM_PURGE_DELAY_MS=0 gives a burst of freed medium blocks back at once ----------- */
 
 static int check_at_once(void) {
@@ -960,6 +1013,7 @@ int main(int argc, char **argv) {
   }
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
   if (argc == 2 && strcmp(argv[1], "late-freed") == 0) return check_late_freed();
+  if (argc == 2 && strcmp(argv[1], "trim-heapless") == 0) return check_trim_heapless();
   if (argc == 2 && strcmp(argv[1], "at-once") == 0) return check_at_once();
   if (argc == 2 && strcmp(argv[1], "at-once-queue") == 0) return check_at_once_queue();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
@@ -979,7 +1033,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|at-once|at-once-queue|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|trim-heapless|at-once|at-once-queue|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
