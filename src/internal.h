@@ -448,6 +448,8 @@ typedef struct hak_large {
 #if HAK_SECURE
   size_t request;         /* bytes the live block was asked for; its end canary follows them (large.c) */
   uintptr_t canary_salt;  /* the live block's share of its canary value (hak_secure_large_canary) */
+  bool unguarded;         /* the mapping has no guard page at its end: another mapping took its place while
+                           * a resize that then failed had it unmapped (large.c, mapping_resize) */
 #endif
 } hak_large;
 

@@ -99,12 +99,11 @@ void hak_large_check(const hak_large *h, bool freeing) {
 #endif
 
 static size_t page_round(size_t n) { return (n + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1); }
-/* The guard page at the end of `h`'s mapping (hardened builds) made inaccessible or, before a resize,
- * writable again. Returns false when mprotect failed. */
-static bool set_guard(hak_large *h, bool on) {
+/* Make the last page of `h`'s mapping its guard (hardened builds): inaccessible. Returns false when
+ * mprotect failed (the page stays writable, but nothing of the block's lies there). */
+static bool set_guard(hak_large *h) {
   if (LARGE_GUARD == 0) return true;
-  uint8_t *page = (uint8_t *)h + h->map_size - LARGE_GUARD;
-  return (on ? hak_os_protect_none(page, LARGE_GUARD) : hak_os_commit(page, LARGE_GUARD)) == 0;
+  return hak_os_protect_none((uint8_t *)h + h->map_size - LARGE_GUARD, LARGE_GUARD) == 0;
 }
 
 static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
@@ -233,7 +232,10 @@ static hak_large *map_new(size_t need, size_t map_align) {
   h->resident_end = HAK_OS_PAGE; /* the header */
   h->released_tail = 0;
   h->zero = true;
-  if (!set_guard(h, true)) {
+#if HAK_SECURE
+  h->unguarded = false;
+#endif
+  if (!set_guard(h)) {
     hak_os_unmap(h, need, true);
     return NULL;
   }
@@ -310,19 +312,29 @@ static hak_large *remap(hak_large *h, size_t need) {
  * tests/c/test_fork.c). So the guard page is unmapped, the block's part resized alone, and a guard set at
  * the end of whatever mapping holds the block afterwards. */
 static hak_large *mapping_resize(hak_large *h, size_t need) {
-  if (LARGE_GUARD == 0) return remap(h, need);
-  uint8_t *guard = (uint8_t *)h + h->map_size - LARGE_GUARD;
-  hak_os_unmap(guard, LARGE_GUARD, true);
-  h->map_size -= LARGE_GUARD;
+#if HAK_SECURE
+  uint8_t *guard = NULL;
+  if (!h->unguarded) {
+    guard = (uint8_t *)h + h->map_size - LARGE_GUARD;
+    hak_os_unmap(guard, LARGE_GUARD, true);
+    h->map_size -= LARGE_GUARD;
+  }
   hak_large *resized = remap(h, need);
   if (resized != NULL && resized->map_size == need) {
-    set_guard(resized, true); /* a failure leaves the block usable, unguarded */
+    resized->unguarded = false;
+    set_guard(resized); /* a failure leaves the block usable, its guard page writable */
     return resized;
   }
-  /* the resize failed (NULL), or a shrink kept the old mapping (h): the guard goes back where it was, and
-   * if another mapping took that page meanwhile, the block stays usable, unguarded */
-  if (hak_os_map_guard_at(guard, LARGE_GUARD) == 0) h->map_size += LARGE_GUARD;
+  /* the resize failed (NULL), or a shrink kept the old mapping (h): the guard goes back where it was, or if
+   * another mapping took that page meanwhile, the block stays usable without one */
+  if (guard != NULL) {
+    if (hak_os_map_guard_at(guard, LARGE_GUARD) == 0) h->map_size += LARGE_GUARD;
+    else h->unguarded = true;
+  }
   return resized;
+#else
+  return remap(h, need);
+#endif
 }
 
 void *hak_large_alloc(size_t size, size_t align, bool zero) {
