@@ -207,6 +207,33 @@ static int check_trim_heapless(void) {
   return 0;
 }
 
+/* ---- refill: a big working set freed and allocated again within the delay maps nothing new -------- */
+
+static int check_refill(void) {
+  enum { SIZE = 64 << 10, COUNT = (256 << 20) / SIZE, ROUNDS = 3 };
+  static void *blocks[COUNT];
+  struct hak_stats first = snap(), before = first;
+  for (int r = 0; r < ROUNDS; r++) {
+    if (r == 1) before = snap(); /* the first round maps the segments; the next ones must find them cached */
+    for (int i = 0; i < COUNT; i++) {
+      blocks[i] = malloc(SIZE);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL refill: malloc failed\n"), 1;
+      memset(blocks[i], r + 1, SIZE);
+    }
+    for (int i = 0; i < COUNT; i++) free(blocks[i]);
+  }
+  struct hak_stats after = snap();
+  uint64_t maps = after.mmap_calls - before.mmap_calls, unmaps = after.munmap_calls - before.munmap_calls;
+  printf("refill: %d rounds of %d MiB in 64 KiB blocks; the first made %llu mmap calls, the next %llu mmap and "
+         "%llu munmap calls\n", ROUNDS, (COUNT * SIZE) >> 20, (unsigned long long)(before.mmap_calls - first.mmap_calls),
+         (unsigned long long)maps, (unsigned long long)unmaps);
+  if (maps > 4 || unmaps > 4) {
+    fprintf(stderr, "FAIL refill: segments freed within the purge delay were unmapped and mapped again\n");
+    return 1;
+  }
+  return 0;
+}
+
 /* ---- at-once: HAKMEM_PURGE_DELAY_MS=0 gives a burst of freed medium blocks back at once ----------- */
 
 static int check_at_once(void) {
@@ -1014,6 +1041,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "late") == 0) return check_late();
   if (argc == 2 && strcmp(argv[1], "late-freed") == 0) return check_late_freed();
   if (argc == 2 && strcmp(argv[1], "trim-heapless") == 0) return check_trim_heapless();
+  if (argc == 2 && strcmp(argv[1], "refill") == 0) return check_refill();
   if (argc == 2 && strcmp(argv[1], "at-once") == 0) return check_at_once();
   if (argc == 2 && strcmp(argv[1], "at-once-queue") == 0) return check_at_once_queue();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
@@ -1033,7 +1061,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|trim-heapless|at-once|at-once-queue|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
