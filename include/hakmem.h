@@ -74,8 +74,8 @@ size_t hak_usable_size(const void *ptr);
 /** Return free memory to the OS now. With force = false only memory whose purge delay has expired is
  *  released; with force = true every free page of the calling thread's heap and of every shared cache is
  *  released, and memory of exited threads is reclaimed first, into the calling thread's heap (a thread that
- *  has none gets one, as its first allocation would) (another live thread's empty pages are its
- *  own: they go back at its next allocator calls, its own hak_collect, or its exit). force = true covers free regions too: every thread's cached regions go back to the
+ *  has none gets one, as its first allocation would). Another live thread's empty pages are its own:
+ *  they go back at its next allocator calls, its own hak_collect, or its exit. force = true covers free regions too: every thread's cached regions go back to the
  *  global pools and all of them are purged (areas left wholly free are unmapped), whatever the region
  *  configuration. malloc_trim does the same as hak_collect(true). */
 void hak_collect(bool force);
