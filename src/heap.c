@@ -710,10 +710,7 @@ void hak_heaps_collect(bool force) {
   /* Memory of exited threads is reclaimed into the caller's heap, so a thread that never allocated gets
    * one here, as its first malloc would (a hunt: remote frees into an exited thread's segment stayed live
    * and their pages committed after a malloc_trim by such a thread). Not past its destructors. */
-  if (force && heap == &hak_heap_empty && !tls_heap_done && !thread_past_destructors()) {
-    hak_heap *made = hak_heap_for_thread();
-    if (made != NULL) heap = made;
-  }
+  if (force && heap == &hak_heap_empty) heap = hak_heap_for_counting();
   if (heap != &hak_heap_empty) {
     if (force) {
       hak_segment *seg;

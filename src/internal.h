@@ -348,8 +348,9 @@ void hak_heap_thread_done(void *heap);
 uint64_t hak_heaps_live(void);
 void hak_heaps_init_key(void);
 hak_heap *hak_heap_for_thread(void);
-/* The calling thread's heap for counting a free, created if the thread has none and is not exiting;
- * &hak_heap_empty otherwise. Lets threads that only free count in plain per-thread counters. */
+/* The calling thread's heap, created if the thread has none and is not exiting; &hak_heap_empty
+ * otherwise. Lets threads that only free count in plain per-thread counters, and gives a thread that
+ * never allocated a heap to reclaim exited threads' memory into at hak_collect(true). */
 hak_heap *hak_heap_for_counting(void);
 void hak_heaps_collect(bool force);
 void hak_heaps_lock(void);

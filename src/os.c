@@ -145,13 +145,11 @@ int hak_os_protect_none(void *addr, size_t size) {
 }
 
 int hak_os_map_guard_at(void *addr, size_t size) {
-  atomic_fetch_add_explicit(&hak_os_counters.mmap_calls, 1, memory_order_relaxed);
   int saved = errno;
-  void *p = mmap(addr, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED_NOREPLACE, -1, 0);
-  if (p == MAP_FAILED) return failure(true, saved);
-  if (p != addr) { /* a kernel before 4.17 takes the flag for a hint */
-    raw_unmap(p, size);
-    errno = saved;
+  void *p = raw_map(addr, size, true, PROT_NONE); /* a hint, which the kernel takes when the range is free */
+  errno = saved;
+  if (p != addr) {
+    if (p != NULL) raw_unmap(p, size);
     return EEXIST;
   }
   atomic_fetch_add_explicit(&hak_os_counters.mapped_bytes, (int64_t)size, memory_order_relaxed);

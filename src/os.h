@@ -50,10 +50,10 @@ int hak_os_commit(void *addr, size_t size);
 /** Make [addr, addr+size) of a mapping inaccessible (mprotect PROT_NONE): a guard that faults on any
  *  access. Not counted as committed or not (the caller keeps counting it as it did). Returns 0 or errno. */
 int hak_os_protect_none(void *addr, size_t size);
-/** Map an inaccessible range (PROT_NONE) at exactly `addr`, only if nothing is mapped there
- *  (MAP_FIXED_NOREPLACE): a guard page put back after its mapping's resize failed. Counted as mapped and
- *  committed, as the guard page of a hak_os_map mapping that hak_os_protect_none made is. Returns 0 or
- *  errno (EEXIST when the range is taken). */
+/** Map an inaccessible range (PROT_NONE) at exactly `addr`, only if nothing is mapped there (the
+ *  address is a hint; a mapping placed elsewhere is undone): a guard page put back after its mapping's
+ *  resize failed. Counted as mapped and committed, as the guard page of a hak_os_map mapping that
+ *  hak_os_protect_none made is. Returns 0, or EEXIST when the range is taken. */
 int hak_os_map_guard_at(void *addr, size_t size);
 /** Start the address hints of aligned mappings at a 4 MiB boundary chosen by `random` (hardened builds, at
  *  init): otherwise every run puts the heap at the same addresses, which an attack need not guess. */
