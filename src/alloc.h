@@ -85,7 +85,17 @@ static inline void *hak_page_pop(hak_heap *heap, hak_page *page) {
 static inline void *hak_alloc_inline(size_t size) {
   hak_heap *heap = hak_tls_heap;
   if (likely(size <= HAK_SMALL_MAX)) {
-    hak_page *page = heap->direct[hak_direct_index(size)];
+    size_t idx = hak_direct_index(size);
+#if HAK_CLASS_CACHE
+    hak_class_cache *cache = &heap->cache[hak_direct_class[idx]];
+    hak_block *b = cache->head;
+    if (likely(b != NULL)) {
+      cache->head = b->next;
+      cache->counts--; /* the low half is above the bias here: no borrow */
+      return b;
+    }
+#endif
+    hak_page *page = heap->direct[idx];
     void *p = hak_page_pop(heap, page);
     if (likely(p != NULL)) return p;
     return hak_alloc_slow(heap, size, hak_size_class(size));
@@ -135,6 +145,37 @@ static inline bool hak_secure_free_fails(hak_page *page, hak_block *b) {
 }
 #endif
 
+/* The owner's free of `b` onto its page's list. */
+static inline __attribute__((always_inline)) void hak_page_free_owned(hak_heap *heap, hak_page *page, hak_block *b) {
+  uint64_t used_allocs = page->used_allocs;
+  uint32_t used = (uint32_t)used_allocs;
+  /* the last test catches an immediate double free in default builds; hardened builds found it before */
+  if (unlikely(used <= page->free_fast_above || (!HAK_SECURE && b == page->free))) {
+    hak_free_local_slow(heap, page, b);
+    return;
+  }
+  hak_next_encode(page, b, page->free);
+  page->free = b;
+  page->used_allocs = used_allocs - 1; /* used >= 1 here: the low half does not borrow */
+}
+
+/* The owner's free of small block `b` onto its class's cache (see internal.h); default builds only. */
+static inline __attribute__((always_inline)) void hak_class_cache_push(hak_heap *heap, hak_class_cache *cache,
+                                                                      hak_block *b) {
+  hak_block *head = cache->head;
+  uint64_t counts = cache->counts;
+  /* full (the low half's sign bit), or an immediate double free */
+  if (unlikely((int32_t)counts < 0 || b == head)) {
+    hak_class_cache_overflow(heap, b);
+    return;
+  }
+  b->next = head;
+  cache->head = b;
+  bool tick = __builtin_add_overflow(counts, HAK_CACHE_PUSH, &counts);
+  cache->counts = counts;
+  if (unlikely(tick)) hak_class_cache_tick(heap, b);
+}
+
 /* free. */
 static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
   hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
@@ -142,26 +183,27 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
     hak_free_other(p);
     return;
   }
-  hak_page *page = hak_segment_page_of(seg, p);
   hak_block *b = (hak_block *)p;
+  hak_heap *heap = hak_tls_heap;
+  bool owned = atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap;
+#if HAK_CLASS_CACHE
+  /* the class cache's slot comes from the segment header, next to the slice's page index: no descriptor
+   * is read (LIFO: the next malloc of the class reuses b while it is in the CPU's cache) */
+  size_t slot = seg->slice_cache_slot[hak_segment_slice_of(p)];
+  if (likely(owned && slot != 0)) {
+    hak_class_cache_push(heap, &heap->cache[slot - 1], b);
+    return;
+  }
+#endif
+  hak_page *page = hak_segment_page_of(seg, p);
 #if HAK_SECURE
   if (unlikely(hak_secure_free_fails(page, b))) {
     hak_secure_bad_free(page, b);
     return;
   }
 #endif
-  hak_heap *heap = hak_tls_heap;
-  if (likely(atomic_load_explicit(&seg->owner, memory_order_relaxed) == heap)) {
-    uint64_t used_allocs = page->used_allocs;
-    uint32_t used = (uint32_t)used_allocs;
-    /* the last test catches an immediate double free in default builds; hardened builds found it above */
-    if (unlikely(used <= page->free_fast_above || (!HAK_SECURE && b == page->free))) {
-      hak_free_local_slow(heap, page, b);
-      return;
-    }
-    hak_next_encode(page, b, page->free); /* LIFO: the next malloc of the class reuses b while it is in cache */
-    page->free = b;
-    page->used_allocs = used_allocs - 1; /* used >= 1 here: the low half does not borrow */
+  if (likely(owned)) {
+    hak_page_free_owned(heap, page, b);
   } else {
     hak_page_remote_free(heap, seg, page, b);
   }

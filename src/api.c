@@ -55,7 +55,8 @@ static size_t usable_size(const void *p, bool claim) {
     if (unlikely(!hak_secure_is_live(page, (const hak_block *)p))) hak_secure_bad_use(page, p);
 #else
     /* the cheap case, as in free: the block its owner freed last */
-    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == hak_tls_heap && p == page->free)
+    if (atomic_load_explicit(&seg->owner, memory_order_relaxed) == hak_tls_heap &&
+        (p == page->free || hak_class_cache_is_head(hak_tls_heap, seg, p)))
       hak_fatal("realloc or usable size of a freed block (use after free) at", p, page->size_class);
 #endif
     return page->block_size - HAK_CANARY_SIZE;

@@ -89,6 +89,7 @@ static void init_direct_ranges(void) {
 
 void hak_heaps_init_key(void) {
   init_direct_ranges();
+  hak_class_cache_init_table();
   if (pthread_key_create(&heaps.key, hak_heap_thread_done) == 0) heaps.key_ready = true;
 }
 
@@ -161,6 +162,7 @@ static void heap_reset(hak_heap *heap) {
   heap->segments = NULL;
   memset(heap->abandoned_seen, 0, sizeof heap->abandoned_seen);
   heap->segment_count = 0;
+  hak_class_cache_reset(heap);
 }
 
 /* A heap from the pool (or freshly mapped), reset and marked in use; NULL if none could be mapped. */
@@ -297,6 +299,8 @@ static void heap_maintain(hak_heap *heap, bool force) {
   /* pages empty for a whole interval retire; during a burst of frees (an early pass) those empty for
    * AUTO_INTERVAL_MIN slow paths, since a grown interval would keep the whole burst for good once the
    * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
+  /* lists of classes the thread stopped freeing hand their blocks back, so that their pages can empty */
+  hak_class_cache_drain(heap, !force);
   uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_EARLY_PASS ? AUTO_INTERVAL_MIN : (uint32_t)interval;
   if (heap->empty_slices) retire_empty_pages(heap, age, force);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
@@ -542,10 +546,14 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
   return hak_page_pop(heap, page);
 }
 
-hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
-  hak_page_collect(heap, page);
+void hak_heap_tick(hak_heap *heap) {
   heap->slow_events++;
   if (maintenance_due(heap)) heap_maintain(heap, false);
+}
+
+hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
+  hak_page_collect(heap, page);
+  hak_heap_tick(heap);
   return block;
 }
 
@@ -640,6 +648,8 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
 void hak_heap_thread_done(void *arg) {
   hak_heap *heap = arg;
   if (heap == NULL || heap == &hak_heap_empty) return;
+  hak_class_cache_drain(heap, false);
+  hak_class_cache_fold(heap);
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
     abandon_queue(heap, &heap->pages[c]);
     abandon_queue(heap, &heap->full[c]);
@@ -671,6 +681,7 @@ uint64_t hak_heaps_live(void) {
 }
 
 void hak_heap_flush_counts(hak_heap *heap) {
+  hak_class_cache_fold(heap);
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
     for (hak_page *page = heap->pages[c].first; page != NULL; page = page->next) hak_page_flush_counts(heap, page);
     for (hak_page *page = heap->full[c].first; page != NULL; page = page->next) hak_page_flush_counts(heap, page);
@@ -692,6 +703,7 @@ static void collect_all_pages(hak_heap *heap) {
 /* A collection of `heap` by the thread that may touch its pages: its owner, or for the late heap the
  * holder of late.lock. `force`: every page is looked at and every empty page and segment given back. */
 static void collect_heap(hak_heap *heap, bool force) {
+  if (force) hak_class_cache_drain(heap, false); /* first: its blocks may be all their pages hold */
   hak_heap_flush_counts(heap); /* statistics read after an explicit collect are up to date */
   if (force) collect_all_pages(heap);
   heap_maintain(heap, force);

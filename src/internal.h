@@ -29,22 +29,28 @@
  *   remote      blocks freed by other threads: a lock-free stack, one CAS per push; its two low bits
  *               hold the page's full-state (see REMOTE_* below).
  *
- * malloc(24) (alloc.h): heap = TLS; page = heap->direct[(24 + 15) / 16]; pop page->free. When that list
- * is empty the slow path (heap.c) collects local_free and remote into free, carves more blocks, moves
- * an exhausted page to the back of its queue (the first time) or to the full list (the second), or takes a
- * new page from one of the heap's segments.
+ * In front of the pages of each class up to 1024 bytes, a heap keeps (default builds) a *class cache*:
+ * a short list of blocks its own thread freed, whatever their page (class_cache.c; see hak_class_cache).
+ *
+ * malloc(24) (alloc.h): heap = TLS; pop heap->cache[class of 24]; if that list is empty, page =
+ * heap->direct[(24 + 15) / 16] and pop page->free. When that list is empty too the slow path (heap.c)
+ * collects local_free and remote into free, carves more blocks, moves an exhausted page to the back of
+ * its queue (the first time) or to the full list (the second), or takes a new page from one of the
+ * heap's segments.
  *
  * free(p) (alloc.h): header = pagemap[p]; if it is a segment whose owner is this thread's heap, push p
- * on page->free; otherwise push it on page->remote. Since the owner's frees can keep `free` from ever
- * running dry, every 4096 allocations from a page without a slow path take one anyway (hak_page_tick).
+ * on its class cache (a full one hands its oldest half back to their pages first), or for larger classes
+ * on page->free; otherwise push it on page->remote. Since the owner's frees can keep a list from ever
+ * running dry, every 4096 allocations from a page, and every 4096 pushes on a class cache, without a slow
+ * path take one anyway (hak_page_tick, hak_class_cache_tick).
  * When a page in the full list receives a remote free, the freeing thread sets the class's bit in its
  * owner's `full_notified` mask, so the owner looks at its full pages again only when one of them has
  * something to give.
  *
- * Thread exit (heap.c): the heap's pages are collected; empty pages and segments go back; segments
- * that still hold live blocks are *abandoned* to a global list, with their owner cleared. A thread that
- * has freed 64 of their blocks *reclaims* the segment (page.c), and so does a heap that needs a new
- * page.
+ * Thread exit (heap.c): the class caches are emptied and the heap's pages collected; empty pages and
+ * segments go back; segments that still hold live blocks are *abandoned* to a global list, with their
+ * owner cleared. A thread that has freed 64 of their blocks *reclaims* the segment (page.c), and so does
+ * a heap that needs a new page.
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
  * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
@@ -212,6 +218,10 @@ typedef struct hak_segment {
                                         without the lock to skip a segment with nothing due */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
+  /* slice -> 1 + the class of the page covering it if that class has a class cache (default builds), else
+   * 0 (free slices and the header too): an owner's free of a small block reads this and no page
+   * descriptor. On a line of its own, next to slice_page. */
+  _Alignas(64) uint8_t slice_cache_slot[HAK_SLICES];
   uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
   uint8_t slice_class[HAK_SLICES];   /* class of the last page on the slice (meaningful while it is dirty) */
   hak_page pages[HAK_SLICES];        /* descriptor of the page starting at each slice */
@@ -235,10 +245,46 @@ typedef struct hak_heap_counters {
   _Atomic uint64_t slow_frees;   /* owner frees that took hak_free_local_slow */
 } hak_heap_counters;
 
+/* The class cache (class_cache.c): per small class, a list of blocks the heap's own thread freed, in
+ * front of the class's pages. An owner's free of a block up to HAK_SMALL_MAX pushes it here instead of on
+ * its page, and malloc pops here first: a block stays allocated as far as its page knows until the list
+ * overflows and hands its oldest half back. Blocks freed into many pages are then reused wherever they
+ * sit, and malloc switches pages only when the class has no freed block at all (random_mixed: 26,865 page
+ * switches in 10 M operations without it, about 1,300 with it: docs/notes/2026-11-25-owner-free-cache.md).
+ * Default builds only (HAK_CLASS_CACHE): the hardened checks of a pop need the block's page.
+ *
+ * `counts` packs, so that free touches one word besides the head:
+ *   bits 0-31   HAK_CACHE_LEN_BIAS - limit + (blocks in the list): the sign bit of the low half is set
+ *               exactly when the list is full, so free tests it without loading the limit;
+ *   bits 32-63  pushes since the counts were last folded into the statistics, counted from
+ *               2^32 - HAK_CACHE_TICK_PUSHES: the add that carries out of bit 63 is the tick that gives
+ *               the heap a slow path (maintenance, statistics) in a loop that only frees and reuses. */
+#define HAK_CLASS_CACHE (!HAK_SECURE)
+#define HAK_CACHE_CLASSES (HAK_DIRECT_CLASS_MAX + 1)
+#define HAK_CACHE_LEN_BIAS ((uint32_t)1 << 31)
+#define HAK_CACHE_TICK_PUSHES 4096u
+#define HAK_CACHE_PUSH (((uint64_t)1 << 32) | 1)
+
+typedef struct hak_class_cache {
+  hak_block *head; /* most recently freed first; links stored plainly */
+  uint64_t counts; /* see above */
+} hak_class_cache;
+
+/* What only the cache's slow paths read. */
+typedef struct hak_class_cache_state {
+  uint32_t limit;          /* blocks the list holds at most */
+  uint32_t flushed;        /* blocks handed back to their pages since the last fold */
+  uint32_t len_at_fold;    /* blocks in the list at the last fold */
+  uint32_t pushes_seen;    /* pushes folded so far (wrapping) */
+  uint32_t pushes_at_pass; /* pushes_seen at the previous maintenance pass: equal means the class is idle */
+} hak_class_cache_state;
+
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
 
 struct hak_heap {
   hak_page *direct[HAK_DIRECT_COUNT];  /* request size / 16 -> current page of its class */
+  _Alignas(64) hak_class_cache cache[HAK_CACHE_CLASSES]; /* owner-freed small blocks, per class */
+  hak_class_cache_state cache_state[HAK_CACHE_CLASSES];
   hak_page_queue pages[HAK_CLASS_COUNT];
   hak_page_queue full[HAK_CLASS_COUNT];
   uint64_t empty_classes;              /* classes with empty pages kept in their queue */
@@ -343,6 +389,8 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block);
  * count a slow event and run maintenance when due. Returns `block`, the block just allocated, so the
  * fast path can end in a tail call. */
 __attribute__((noinline, cold, returns_nonnull)) hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block);
+/* A slow event without a slow path: count it and run maintenance when due (the page and cache ticks). */
+void hak_heap_tick(hak_heap *heap);
 void hak_heap_thread_done(void *heap);
 /* Threads whose heap is live (started and not exited). */
 uint64_t hak_heaps_live(void);
@@ -358,6 +406,28 @@ void hak_heaps_unlock(void);
 void hak_heaps_after_fork_child(void);
 hak_heap *hak_heaps_first(void);
 void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited);
+
+/* ---- Class cache (class_cache.c) ------------------------------------------------------------------ */
+/* Request size / 16 -> size class, for sizes up to HAK_SMALL_MAX (filled at init; zeroes before, which
+ * lead to the empty heap's empty lists). */
+extern uint8_t hak_direct_class[HAK_DIRECT_COUNT];
+void hak_class_cache_init_table(void);
+/* Empty lists with their limits: a new or reset heap. */
+void hak_class_cache_reset(hak_heap *heap);
+/* free found the list full, or `block` at its head (a double free, reported): hand the list's oldest
+ * half back to the pages, then push `block`. */
+__attribute__((noinline, cold)) void hak_class_cache_overflow(hak_heap *heap, hak_block *block);
+/* Every HAK_CACHE_TICK_PUSHES pushes of a class: fold the counts, collect the page of `block` (the block
+ * just pushed) and give the heap a tick. */
+__attribute__((noinline, cold)) void hak_class_cache_tick(hak_heap *heap, hak_block *block);
+/* Fold every class's pops and pushes into the heap's counters. */
+void hak_class_cache_fold(hak_heap *heap);
+/* Hand back every block of every list (`idle_only`: only of the classes with no push since the previous
+ * call with `idle_only`, the maintenance pass). */
+void hak_class_cache_drain(hak_heap *heap, bool idle_only);
+/* Whether `p`, a block of segment `seg`, heads its class's list in `heap`: the cheap use-after-free
+ * test of realloc and the usable-size calls. */
+bool hak_class_cache_is_head(const hak_heap *heap, const hak_segment *seg, const void *p);
 
 /* ---- Pages (page.c) ------------------------------------------------------------------------------ */
 void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key,
@@ -425,9 +495,12 @@ void hak_segments_unlock(void);
 void hak_segments_after_fork_child(void);
 uint64_t hak_segments_reclaimed(void);
 
+static inline size_t hak_segment_slice_of(const void *p) {
+  return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1);
+}
+
 static inline hak_page *hak_segment_page_of(hak_segment *seg, const void *p) {
-  size_t slice = ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1);
-  return &seg->pages[seg->slice_page[slice]];
+  return &seg->pages[seg->slice_page[hak_segment_slice_of(p)]];
 }
 
 /* ---- Large tier (large.c) ------------------------------------------------------------------------ */

@@ -284,7 +284,11 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
    * deadline left behind would purge the next freed slice too early (hak_segment_page_free sets one only
    * when none is pending) and keep the heap's maintenance at its fastest rate (heap_maintain) */
   if ((seg->dirty_slices & seg->free_slices) == 0) atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
-  for (unsigned i = at; i < at + n; i++) seg->slice_page[i] = (uint8_t)at;
+  uint8_t slot = (uint8_t)(HAK_CLASS_CACHE && cls < HAK_CACHE_CLASSES ? cls + 1 : 0);
+  for (unsigned i = at; i < at + n; i++) {
+    seg->slice_page[i] = (uint8_t)at;
+    seg->slice_cache_slot[i] = slot;
+  }
   hak_page *page = &seg->pages[at];
   uintptr_t key = 0, canary_key = 0;
 #if HAK_SECURE
@@ -375,6 +379,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   page->free = page->local_free = NULL;
   for (unsigned i = at; i < at + n; i++) {
     seg->slice_page[i] = (uint8_t)i;
+    seg->slice_cache_slot[i] = 0;
     seg->slice_class[i] = page->size_class;
   }
   uint64_t bits = run_mask(at, n), due = 0;

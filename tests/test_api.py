@@ -29,6 +29,16 @@ def test_hakmem_interface(run_program, variant):
     expect_ok(run_program("test_hakapi", variant, timeout=600), "hakmem")
 
 
+@pytest.mark.parametrize("variant", ["linked", "preload"])
+def test_class_cache(run_program, variant):
+    """The default build's class cache (hardened builds have none): owner-freed blocks of several pages
+    reused in LIFO order without a page switch, exact counts across an overflow, an immediate double
+    free reported, and hak_collect(true) handing the lists back so that their pages are returned."""
+    proc = run_program("test_hakapi", variant, args=("class-cache",))
+    assert proc.returncode == 0, describe(proc)
+    assert re.search(r"test_hakapi class-cache: \d+ checks, 0 failed", proc.stdout), describe(proc)
+
+
 def read_options(test_binary, run_plain, env=None):
     """The options in force in a fresh hakmem process given `env`, as {NAME: value}, and the process."""
     proc = run_plain([test_binary("test_hakapi"), "options"], env=env)

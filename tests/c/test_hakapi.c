@@ -5,17 +5,20 @@
  *   test_hakapi            all checks; exit status 0 when every check passed
  *   test_hakapi options    print NAME=value for every option (for the environment tests in test_api.py)
  *   test_hakapi print      hak_stats_print(NULL) once, to stderr
- *   test_hakapi glibc-calls  malloc_stats() (to stderr), then mallopt(M_ARENA_MAX, 2) */
+ *   test_hakapi glibc-calls  malloc_stats() (to stderr), then mallopt(M_ARENA_MAX, 2)
+ *   test_hakapi class-cache  the class cache of default builds (hardened builds have none) */
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
 #include <malloc.h>
 #include <pthread.h>
 #include <sched.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/single_threaded.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "hakmem.h"
@@ -706,6 +709,85 @@ static void check_mixing(void) {
   CHECK(total_allocs(&s1) - total_allocs(&s0) >= 28, "standard malloc calls were not counted by hakmem"); /* 14 sizes, 2 allocations each */
 }
 
+/* ---- the class cache (default builds) ------------------------------------------------------------ */
+
+/* 48-byte requests: 48-byte blocks, 1365 per 64 KiB page. */
+enum { CC_SIZE = 48, CC_PER_PAGE = 65536 / CC_SIZE };
+
+static unsigned long long live_small(const struct hak_stats *s) { return s->live_blocks[HAK_TIER_SMALL]; }
+
+static void check_class_cache(void) {
+  tc_section("class cache: owner frees of three pages reused without a page switch, in LIFO order");
+  enum { N = 3 * CC_PER_PAGE };
+  static void *blocks[N];
+  for (int i = 0; i < N; i++) blocks[i] = must_malloc(CC_SIZE);
+  /* one block of each page, the first page's last: without the cache the current page (the last one)
+   * has only its own block and the next malloc switches pages */
+  int picked[3] = {2 * CC_PER_PAGE + 5, CC_PER_PAGE + 5, 5};
+  struct hak_stats s0 = snap();
+  for (int k = 0; k < 3; k++) free(blocks[picked[k]]);
+  for (int k = 2; k >= 0; k--) {
+    void *p = must_malloc(CC_SIZE);
+    CHECK(p == blocks[picked[k]], "malloc %d returned %p, not %p, the block freed %s", 2 - k, p, blocks[picked[k]],
+          k == 2 ? "last" : k == 1 ? "second" : "first");
+  }
+  struct hak_stats s1 = snap();
+  CHECK_EQ(s1.slow_allocs - s0.slow_allocs, 0ull, "slow allocations reusing three blocks of three pages");
+  CHECK_EQ(total_allocs(&s1) - total_allocs(&s0), 3ull, "allocations counted");
+  CHECK_EQ(s1.frees - s0.frees, 3ull, "frees counted");
+  CHECK_EQ(live_small(&s1), live_small(&s0), "live small blocks after three frees and three mallocs");
+
+  tc_section("class cache: a full list hands its oldest half back; counts stay exact");
+  struct hak_stats s2 = snap();
+  for (int i = 0; i < 1000; i++) free(blocks[i]); /* far past any list's limit */
+  struct hak_stats s3 = snap();
+  CHECK_EQ(s3.frees - s2.frees, 1000ull, "frees counted with the list overflowing");
+  CHECK_EQ(live_small(&s2) - live_small(&s3), 1000ull, "live small blocks fell by the frees");
+  void *p = must_malloc(CC_SIZE);
+  CHECK(p == blocks[999], "after the overflow the newest freed block comes first: %p, not %p", p, blocks[999]);
+  blocks[999] = p;
+  for (int i = 0; i < 999; i++) blocks[i] = must_malloc(CC_SIZE);
+  struct hak_stats s4 = snap();
+  CHECK_EQ(total_allocs(&s4) - total_allocs(&s3), 1000ull, "allocations counted");
+  CHECK_EQ(live_small(&s4), live_small(&s2), "live small blocks back where they were");
+
+  tc_section("class cache: an immediate double free is reported");
+  /* (in a child: the report aborts) */
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid == 0) {
+    int null = open("/dev/null", O_WRONLY);
+    dup2(null, 2);
+    void *q = must_malloc(CC_SIZE);
+    free(q);
+    free(q);
+    _exit(0);
+  }
+  int status = 0;
+  REQUIRE(pid > 0 && waitpid(pid, &status, 0) == pid, "fork/waitpid");
+  CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "a double free of the cached block did not abort (status %#x)",
+        status);
+
+  tc_section("class cache: hak_collect(true) hands the lists back, so that their pages can be returned");
+  long saved_delay = H.option_get(HAK_OPT_PURGE_DELAY_MS);
+  CHECK_EQ(H.option_set(HAK_OPT_PURGE_DELAY_MS, -1), 0, "hak_option_set(PURGE_DELAY_MS, -1)");
+  /* free everything but the last block of every page, then those: the last frees, the list's blocks, are
+   * one per page, and each keeps its 64 KiB page in use until the list hands them back */
+  for (int i = 0; i < N; i++)
+    if (i % CC_PER_PAGE != CC_PER_PAGE - 1) free(blocks[i]);
+  for (int i = CC_PER_PAGE - 1; i < N; i += CC_PER_PAGE) free(blocks[i]);
+  H.collect(true);
+  struct hak_stats s5 = snap();
+  void *fresh[N];
+  for (int i = 0; i < N; i++) fresh[i] = must_malloc(CC_SIZE);
+  struct hak_stats s6 = snap();
+  CHECK(s6.committed_bytes >= s5.committed_bytes + 2 * 65536,
+        "hak_collect(true) left the pages of %d blocks committed: committed %llu, then %llu with the blocks back",
+        N, (unsigned long long)s5.committed_bytes, (unsigned long long)s6.committed_bytes);
+  for (int i = 0; i < N; i++) free(fresh[i]);
+  H.option_set(HAK_OPT_PURGE_DELAY_MS, saved_delay);
+}
+
 static void print_options(void) {
   for (int i = 0; i < HAK_OPT_COUNT; i++)
     printf("%s=%ld\n", H.option_name((enum hak_option)i), H.option_get((enum hak_option)i));
@@ -721,6 +803,10 @@ int main(int argc, char **argv) {
   if (argc > 1 && strcmp(argv[1], "options") == 0) {
     print_options();
     return 0;
+  }
+  if (argc > 1 && strcmp(argv[1], "class-cache") == 0) {
+    check_class_cache();
+    return tc_finish("test_hakapi class-cache");
   }
   if (argc > 1 && strcmp(argv[1], "print") == 0) {
     H.stats_print(NULL);
