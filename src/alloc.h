@@ -159,21 +159,21 @@ static inline __attribute__((always_inline)) void hak_page_free_owned(hak_heap *
   page->used_allocs = used_allocs - 1; /* used >= 1 here: the low half does not borrow */
 }
 
-/* The owner's free of small block `b` onto its class's cache (see internal.h); default builds only. */
-static inline __attribute__((always_inline)) void hak_class_cache_push(hak_heap *heap, hak_class_cache *cache,
+/* The owner's free of small block `b` onto its class's cache (see internal.h); false when the list is
+ * full (then the block goes to its page: a burst of frees passes by the list, which keeps its blocks).
+ * Default builds only. */
+static inline __attribute__((always_inline)) bool hak_class_cache_push(hak_heap *heap, hak_class_cache *cache,
                                                                       hak_block *b) {
   hak_block *head = cache->head;
   uint64_t counts = cache->counts;
-  /* full (the low half's sign bit), or an immediate double free */
-  if (unlikely((int32_t)counts < 0 || b == head)) {
-    hak_class_cache_overflow(heap, b);
-    return;
-  }
+  if (unlikely(b == head)) hak_class_cache_double_free(heap, b); /* an immediate double free */
+  if (unlikely((int32_t)counts < 0)) return false; /* full: the low half's sign bit */
   b->next = head;
   cache->head = b;
   bool tick = __builtin_add_overflow(counts, HAK_CACHE_PUSH, &counts);
   cache->counts = counts;
-  if (unlikely(tick)) hak_class_cache_tick(heap, b);
+  if (__builtin_expect_with_probability(tick, 1, 1.0 / HAK_CACHE_TICK_PUSHES)) hak_class_cache_tick(heap, b);
+  return true;
 }
 
 /* free. */
@@ -191,8 +191,7 @@ static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
    * is read (LIFO: the next malloc of the class reuses b while it is in the CPU's cache) */
   size_t slot = seg->slice_cache_slot[hak_segment_slice_of(p)];
   if (likely(owned && slot != 0)) {
-    hak_class_cache_push(heap, &heap->cache[slot - 1], b);
-    return;
+    if (likely(hak_class_cache_push(heap, &heap->cache[slot - 1], b))) return;
   }
 #endif
   hak_page *page = hak_segment_page_of(seg, p);

@@ -1,20 +1,21 @@
 /* class_cache.c — the slow paths of the class cache, the per-heap lists of owner-freed small blocks in
  * front of the pages (the fast paths, pop and push, are in alloc.h; the layout and its reasons in
- * internal.h): the size-to-class table, overflow, the tick, the statistics' fold and the drains at
- * maintenance, collection and thread exit.
+ * internal.h): the size-to-class table, the tick, the statistics' fold, the double-free report and the
+ * drains at maintenance, collection and thread exit.
  *
  * A block in a list is free for the program and allocated for its page. The statistics count a pop as an
  * allocation and a push as a free; the page's own counts see a block handed back from the list as one
- * more local free, which the fold takes off again. */
+ * more local free, which the fold takes off again. In a forked child the lists of the parent's other
+ * threads stay with their heaps, as those threads' live blocks do. */
 #include "alloc.h"
 
 uint8_t hak_direct_class[HAK_DIRECT_COUNT];
 
-/* Blocks a list holds at most: 64, or fewer from 512 bytes up so that a full list holds at most 32 KiB.
- * Each block keeps its page in use: after a shuffled burst of frees the last blocks sit in as many pages
- * (1024-byte pages are 256 KiB). At 128 blocks and 64 KiB, 200 MB of 1000-byte blocks freed in shuffled
- * order left 52 MB resident instead of 19 (test_one_thread auto); 64 and 32 KiB left 19 MB, and page
- * switches in random_mixed went from 26,865 per 10 M operations to 2,046 (1,516 at 128 and 64 KiB). */
+/* Blocks a list holds at most: 64, or fewer above 512 bytes so that a full list holds at most 32 KiB.
+ * Each block keeps its page in use: after a shuffled burst of frees the list's blocks sit in as many
+ * pages (1024-byte pages are 256 KiB). At 128 blocks and 64 KiB, 200 MB of 1000-byte blocks freed in
+ * shuffled order left 52 MB resident instead of 19 (test_one_thread auto, with lists that handed their
+ * oldest half back when full); at 64 and 32 KiB, 19 MB. */
 #define CACHE_MAX_BLOCKS 64u
 #define CACHE_MAX_BYTES ((uint32_t)32 << 10)
 
@@ -68,38 +69,10 @@ static hak_page *page_of_block(const hak_block *block) {
   return hak_segment_page_of(seg, block);
 }
 
-/* Hand the blocks of `list` back to their pages: `n` of them, counted as flushed. */
-static void flush_list(hak_heap *heap, unsigned cls, hak_block *list, uint32_t n) {
-  heap->cache_state[cls].flushed += n;
-  heap->cache[cls].counts -= n;
-  while (list != NULL) {
-    hak_block *next = list->next;
-    hak_page_free_owned(heap, page_of_block(list), list);
-    list = next;
-  }
-}
 
-void hak_class_cache_overflow(hak_heap *heap, hak_block *block) {
-  unsigned cls = page_of_block(block)->size_class;
-  hak_class_cache *cache = &heap->cache[cls];
-  if (block == cache->head)
-    hak_fatal("double free (or free of a block not allocated) detected of", block, (int)cls);
-  uint32_t len = cache_len(heap, cls), keep = len / 2;
-  if (keep == 0) {
-    flush_list(heap, cls, cache->head, len);
-    cache->head = NULL;
-  } else {
-    hak_block *last = cache->head; /* the newest `keep` stay: they are the likeliest in the CPU's cache */
-    for (uint32_t i = 1; i < keep; i++) last = last->next;
-    hak_block *oldest = last->next;
-    last->next = NULL;
-    flush_list(heap, cls, oldest, len - keep);
-  }
-  if (cache_len(heap, cls) < heap->cache_state[cls].limit) {
-    hak_class_cache_push(heap, cache, block);
-  } else { /* a limit of 0: the class has no cache */
-    hak_page_free_owned(heap, page_of_block(block), block);
-  }
+void hak_class_cache_double_free(const hak_heap *heap, const hak_block *block) {
+  (void)heap;
+  hak_fatal("double free (or free of a block not allocated) detected of", block, page_of_block(block)->size_class);
 }
 
 void hak_class_cache_tick(hak_heap *heap, hak_block *block) {
@@ -108,12 +81,21 @@ void hak_class_cache_tick(hak_heap *heap, hak_block *block) {
   hak_heap_tick(heap);
 }
 
+/* Hand every block of the class's list back to its page. The list is emptied first: a page free may run
+ * maintenance, which drains lists too. */
 static void drain_class(hak_heap *heap, unsigned cls) {
   hak_class_cache *cache = &heap->cache[cls];
   hak_block *list = cache->head;
   if (list == NULL) return;
+  uint32_t n = cache_len(heap, cls);
   cache->head = NULL;
-  flush_list(heap, cls, list, cache_len(heap, cls));
+  cache->counts -= n;
+  heap->cache_state[cls].flushed += n;
+  while (list != NULL) {
+    hak_block *next = list->next;
+    hak_page_free_owned(heap, page_of_block(list), list);
+    list = next;
+  }
 }
 
 void hak_class_cache_drain(hak_heap *heap, bool idle_only) {

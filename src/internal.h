@@ -39,8 +39,7 @@
  * heap's segments.
  *
  * free(p) (alloc.h): header = pagemap[p]; if it is a segment whose owner is this thread's heap, push p
- * on its class cache (a full one hands its oldest half back to their pages first), or for larger classes
- * on page->free; otherwise push it on page->remote. Since the owner's frees can keep a list from ever
+ * on its class cache (when that list is full, and for larger classes, on page->free); otherwise push it on page->remote. Since the owner's frees can keep a list from ever
  * running dry, every 4096 allocations from a page, and every 4096 pushes on a class cache, without a slow
  * path take one anyway (hak_page_tick, hak_class_cache_tick).
  * When a page in the full list receives a remote free, the freeing thread sets the class's bit in its
@@ -248,9 +247,11 @@ typedef struct hak_heap_counters {
 /* The class cache (class_cache.c): per small class, a list of blocks the heap's own thread freed, in
  * front of the class's pages. An owner's free of a block up to HAK_SMALL_MAX pushes it here instead of on
  * its page, and malloc pops here first: a block stays allocated as far as its page knows until the list
- * overflows and hands its oldest half back. Blocks freed into many pages are then reused wherever they
- * sit, and malloc switches pages only when the class has no freed block at all (random_mixed: 26,865 page
- * switches in 10 M operations without it, about 1,300 with it: docs/notes/2026-11-25-owner-free-cache.md).
+ * is drained. Blocks freed into many pages are reused wherever they sit, and malloc switches pages only
+ * when the class has no freed block at all (random_mixed: 26,865 page switches in 10 M operations
+ * without it, 1,820 with it). A full list takes no more: further frees go to their pages, so a burst of
+ * frees costs a test per block and no copying (handing the oldest half back at each overflow cost
+ * random_mixed 4 % and churn 20 %: docs/notes/2026-11-25-class-cache.md).
  * Default builds only (HAK_CLASS_CACHE): the hardened checks of a pop need the block's page.
  *
  * `counts` packs, so that free touches one word besides the head:
@@ -414,12 +415,11 @@ extern uint8_t hak_direct_class[HAK_DIRECT_COUNT];
 void hak_class_cache_init_table(void);
 /* Empty lists with their limits: a new or reset heap. */
 void hak_class_cache_reset(hak_heap *heap);
-/* free found the list full, or `block` at its head (a double free, reported): hand the list's oldest
- * half back to the pages, then push `block`. */
-__attribute__((noinline, cold)) void hak_class_cache_overflow(hak_heap *heap, hak_block *block);
+/* Report the free of `block`, found at the head of its class's list: a double free. */
+__attribute__((noreturn, cold)) void hak_class_cache_double_free(const hak_heap *heap, const hak_block *block);
 /* Every HAK_CACHE_TICK_PUSHES pushes of a class: fold the counts, collect the page of `block` (the block
  * just pushed) and give the heap a tick. */
-__attribute__((noinline, cold)) void hak_class_cache_tick(hak_heap *heap, hak_block *block);
+__attribute__((noinline)) void hak_class_cache_tick(hak_heap *heap, hak_block *block);
 /* Fold every class's pops and pushes into the heap's counters. */
 void hak_class_cache_fold(hak_heap *heap);
 /* Hand back every block of every list (`idle_only`: only of the classes with no push since the previous

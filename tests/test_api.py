@@ -32,7 +32,8 @@ def test_hakmem_interface(run_program, variant):
 @pytest.mark.parametrize("variant", ["linked", "preload"])
 def test_class_cache(run_program, variant):
     """The default build's class cache (hardened builds have none): owner-freed blocks of several pages
-    reused in LIFO order without a page switch, exact counts across an overflow, an immediate double
+    reused in LIFO order without a page switch, a full list keeping its blocks and exact counts past
+    it, an immediate double
     free reported, and hak_collect(true) handing the lists back so that their pages are returned."""
     proc = run_program("test_hakapi", variant, args=("class-cache",))
     assert proc.returncode == 0, describe(proc)
