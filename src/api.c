@@ -188,6 +188,7 @@ HAK_API void *hak_pvalloc(size_t size) {
 
 HAK_API void hak_collect(bool force) {
   hak_init();
+  if (force) hak_heaps_sweep_dead(); /* first: their segments then go back with the rest */
   hak_heaps_collect(force);
   if (force) hak_regions_collect();
 }

@@ -29,11 +29,19 @@ hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_e
 __thread hak_heap *hak_tls_heap = &hak_heap_empty;
 static __thread bool tls_heap_done; /* this thread's heap was abandoned at thread exit */
 
+/* A thread that finds no free heap in the pool sweeps for heaps of vanished threads once the heaps in
+ * use have doubled since the last sweep (and number at least twice this): each sweep probes every heap in
+ * use, and at least as many heaps were taken since the one before, so a heap costs O(1) probes on
+ * average, and heaps of vanished threads never outnumber the live ones (plus this) by much. */
+#define SWEEP_FLOOR_MIN 8u
+
 static struct {
   pthread_mutex_t lock;
   hak_heap *all;
   pthread_key_t key;
   bool key_ready;
+  uint32_t in_use;      /* heaps in use (threads', the late heap's) */
+  uint32_t sweep_floor; /* heaps in use after the last sweep (at least SWEEP_FLOOR_MIN; 0: none yet) */
   _Atomic uint64_t started, exited;
 } heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -60,7 +68,10 @@ void hak_heaps_after_fork_child(void) {
   pthread_mutex_init(&heaps.lock, NULL);
   pthread_mutex_init(&late.lock, NULL);
   /* Only the forking thread lives on in the child: the parent's other threads count as exited (their
-   * heaps stay in use, their blocks reachable), so other_threads_live() is false until the child starts one. */
+   * heaps stay in use, their blocks reachable), so other_threads_live() is false until the child starts one.
+   * No sweep takes their heaps: their ids are the parent's threads', and they are counted exited already. */
+  for (hak_heap *h = heaps.all; h != NULL; h = h->next_all) h->tid = 0;
+  if (hak_tls_heap != &hak_heap_empty) hak_tls_heap->tid = (pid_t)syscall(SYS_gettid); /* the child's own id */
   uint64_t started = atomic_load_explicit(&heaps.started, memory_order_relaxed);
   atomic_store_explicit(&heaps.exited, started - (hak_tls_heap != &hak_heap_empty ? 1 : 0),
                         memory_order_relaxed);
@@ -165,12 +176,19 @@ static void heap_reset(hak_heap *heap) {
   hak_class_cache_reset(heap);
 }
 
-/* A heap from the pool (or freshly mapped), reset and marked in use; NULL if none could be mapped. */
-static hak_heap *heap_acquire(void) {
+/* A heap from the pool (or freshly mapped), reset and marked in use by thread `tid` (0: none); NULL if
+ * none could be mapped. *sweep: the pool grew to the count at which a sweep is due. */
+static hak_heap *heap_acquire(pid_t tid, bool *sweep) {
+  *sweep = false;
   pthread_mutex_lock(&heaps.lock);
   hak_heap *heap = heaps.all;
   while (heap != NULL && heap->in_use) heap = heap->next_all;
   if (heap == NULL) {
+    if (heaps.sweep_floor < SWEEP_FLOOR_MIN) heaps.sweep_floor = SWEEP_FLOOR_MIN;
+    if (heaps.in_use >= 2 * heaps.sweep_floor) {
+      *sweep = true;
+      heaps.sweep_floor = heaps.in_use; /* no other thread's sweep until this one sets it */
+    }
     size_t bytes = (sizeof(hak_heap) + HAK_OS_PAGE - 1) & ~(HAK_OS_PAGE - 1);
     heap = hak_os_map(bytes, HAK_OS_PAGE, false);
     if (heap != NULL) {
@@ -178,7 +196,11 @@ static hak_heap *heap_acquire(void) {
       heaps.all = heap;
     }
   }
-  if (heap != NULL) heap->in_use = true;
+  if (heap != NULL) {
+    heap->in_use = true;
+    heap->tid = tid;
+    heaps.in_use++;
+  }
   pthread_mutex_unlock(&heaps.lock);
   if (heap == NULL) return NULL;
   heap_reset(heap);
@@ -188,12 +210,14 @@ static hak_heap *heap_acquire(void) {
 
 hak_heap *hak_heap_for_thread(void) {
   hak_init();
-  hak_heap *heap = heap_acquire();
+  bool sweep;
+  hak_heap *heap = heap_acquire((pid_t)syscall(SYS_gettid), &sweep);
   if (heap == NULL) return NULL;
   atomic_fetch_add_explicit(&heaps.started, 1, memory_order_relaxed);
   hak_tls_heap = heap;
   /* may allocate (glibc, keys >= 32): the heap is already in place, so that is a normal allocation */
   if (heaps.key_ready) pthread_setspecific(heaps.key, heap);
+  if (sweep) hak_heaps_sweep_dead(); /* an allocation path holding no lock: the purger may start */
   return heap;
 }
 
@@ -513,7 +537,8 @@ static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_pa
 static void *late_alloc(unsigned cls) {
   void *p = NULL;
   pthread_mutex_lock(&late.lock);
-  if (late.heap == NULL) late.heap = heap_acquire();
+  bool sweep_unused; /* no sweep under late.lock (it may start the purger thread) */
+  if (late.heap == NULL) late.heap = heap_acquire(0, &sweep_unused);
   hak_page *page = NULL;
   if (late.heap != NULL) {
     count_slow_alloc(late.heap);
@@ -645,9 +670,9 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
   q->first = q->last = NULL;
 }
 
-void hak_heap_thread_done(void *arg) {
-  hak_heap *heap = arg;
-  if (heap == NULL || heap == &hak_heap_empty) return;
+/* Give back what `heap` holds: its lists and empty pages and segments; segments with live blocks are
+ * abandoned. The heap is then counted exited; the caller returns it to the pool. */
+static void heap_retire(hak_heap *heap) {
   hak_class_cache_drain(heap, false);
   hak_class_cache_fold(heap);
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
@@ -663,16 +688,65 @@ void hak_heap_thread_done(void *arg) {
   }
   heap_reset(heap);
   atomic_fetch_add_explicit(&heaps.exited, 1, memory_order_relaxed);
-  if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
-  tls_heap_done = true;
+}
+
+static void heap_release_to_pool(hak_heap *heap) {
   pthread_mutex_lock(&heaps.lock);
   heap->in_use = false;
+  heap->tid = 0;
+  heaps.in_use--;
   pthread_mutex_unlock(&heaps.lock);
+}
+
+void hak_heap_thread_done(void *arg) {
+  hak_heap *heap = arg;
+  if (heap == NULL || heap == &hak_heap_empty) return;
+  heap_retire(heap);
+  if (hak_tls_heap == heap) hak_tls_heap = &hak_heap_empty;
+  tls_heap_done = true;
+  heap_release_to_pool(heap);
   /* its abandoned segments may have asked for the purger, and the other threads may all be idle; from here
    * this thread's allocations (pthread_create's) go to the late heap. A purger waiting for work looks
    * again whether any thread is left to give it some. */
   hak_purger_start_pending();
   hak_purger_thread_exited();
+}
+
+/* A thread that runs no more code: the kernel knows no such thread in the process. A thread id taken
+ * again by a new thread makes the old heap look alive (it then stays, as it would without sweeps); a
+ * dead one never looks alive to the kernel's probe. */
+static bool thread_vanished(pid_t pid, pid_t tid) {
+  return syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH;
+}
+
+/* Heaps one pass of a sweep takes at most; a pass that took that many is followed by another. */
+#define SWEEP_BATCH 32
+
+void hak_heaps_sweep_dead(void) {
+  pid_t pid = getpid();
+  int saved_errno = errno;
+  hak_heap *dead[SWEEP_BATCH];
+  unsigned n;
+  do {
+    n = 0;
+    pthread_mutex_lock(&heaps.lock);
+    for (hak_heap *h = heaps.all; h != NULL && n < SWEEP_BATCH; h = h->next_all) {
+      if (!h->in_use || h->tid == 0 || h == hak_tls_heap || !thread_vanished(pid, h->tid)) continue;
+      h->tid = 0; /* taken: no other sweep picks it */
+      dead[n++] = h;
+    }
+    pthread_mutex_unlock(&heaps.lock);
+    for (unsigned i = 0; i < n; i++) {
+      heap_retire(dead[i]);
+      heap_release_to_pool(dead[i]);
+      hak_purger_thread_exited();
+    }
+    if (n > 0) hak_purger_start_pending();
+  } while (n == SWEEP_BATCH);
+  pthread_mutex_lock(&heaps.lock);
+  heaps.sweep_floor = heaps.in_use;
+  pthread_mutex_unlock(&heaps.lock);
+  errno = saved_errno;
 }
 
 uint64_t hak_heaps_live(void) {

@@ -72,6 +72,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/types.h>
 
 #include "hakmem.h"
 #include "os.h"
@@ -309,6 +310,11 @@ struct hak_heap {
   hak_heap_counters counters;
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
   bool in_use;
+  /* The kernel thread id of the thread using the heap, so that a sweep can tell that the thread is gone
+   * although its key destructor never ran (heap.c, hak_heaps_sweep_dead); 0 where no sweep may take the
+   * heap (the late heap, a forked child's copies of the parent's other threads' heaps, a heap being
+   * taken by a sweep). */
+  pid_t tid;
   /* Written by other threads (remote frees into full pages): last, on a cache line of its own. */
   _Alignas(64) _Atomic uint64_t full_notified; /* classes whose full list got remote frees */
 };
@@ -402,6 +408,11 @@ hak_heap *hak_heap_for_thread(void);
  * never allocated a heap to reclaim exited threads' memory into at hak_collect(true). */
 hak_heap *hak_heap_for_counting(void);
 void hak_heaps_collect(bool force);
+/* Give back the heaps of threads that are gone without their key destructor having run (their first
+ * allocation came in glibc's last round of destructors): each in-use heap's thread id is probed with
+ * tgkill(pid, tid, 0). One system call per heap in use; run by hak_collect(true) and as the heap pool
+ * grows. */
+void hak_heaps_sweep_dead(void);
 void hak_heaps_lock(void);
 void hak_heaps_unlock(void);
 void hak_heaps_after_fork_child(void);

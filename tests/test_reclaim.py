@@ -1,5 +1,6 @@
 """tests/test_reclaim.py — memory that must come back (tests/c/test_reclaim.c): heaps of threads whose
-other destructors allocate late, and what those destructors allocated, freed by another thread, an
+other destructors allocate late, heaps of threads whose first allocation comes in the last round of key
+destructors, and what those destructors allocated, freed by another thread, an
 exited thread's blocks freed by others and reclaimed by malloc_trim in a thread that never allocated, a
 256 MiB working set freed and allocated again without new mappings, a burst of frees given back at once
 with HAKMEM_PURGE_DELAY_MS=0 (and a queue that empties one page again and again not purged each time), pages emptied only by remote frees, released by malloc_trim, and the
@@ -15,7 +16,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "late-freed", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied", "pool",
+@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "large", "tail", "aged", "idle", "reuse", "emptied", "pool",
                                   "deadline", "asleep", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, large: no purge by the clock during the run, so only where memory is reused decides the result;
