@@ -77,7 +77,10 @@ void hak_class_cache_double_free(const hak_heap *heap, const hak_block *block) {
 
 void hak_class_cache_tick(hak_heap *heap, hak_block *block) {
   hak_class_cache_fold(heap);
-  hak_page_collect(heap, page_of_block(block)); /* as the page tick does: its remote frees, checked */
+  /* as the page tick does: its remote frees, checked. Not a page in the full list: its remote frees are
+   * what tells the owner to take it back (rescue_full_pages), and collected here they would not. */
+  hak_page *page = page_of_block(block);
+  if (!page->in_full) hak_page_collect(heap, page);
   hak_heap_tick(heap);
 }
 

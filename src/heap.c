@@ -28,6 +28,9 @@ hak_page hak_page_empty;
 hak_heap hak_heap_empty = {.direct = {[0 ... HAK_DIRECT_COUNT - 1] = &hak_page_empty}};
 __thread hak_heap *hak_tls_heap = &hak_heap_empty;
 static __thread bool tls_heap_done; /* this thread's heap was abandoned at thread exit */
+/* This thread's heap filled the pool to where a sweep is due; its next slow allocation runs it (a sweep
+ * may start the purger thread, which a heap made inside free must not: see purger.c). */
+static __thread bool tls_sweep_due;
 
 /* A thread that finds no free heap in the pool sweeps for heaps of vanished threads once the heaps in
  * use have doubled since the last sweep (and number at least twice this): each sweep probes every heap in
@@ -71,7 +74,10 @@ void hak_heaps_after_fork_child(void) {
    * heaps stay in use, their blocks reachable), so other_threads_live() is false until the child starts one.
    * No sweep takes their heaps: their ids are the parent's threads', and they are counted exited already. */
   for (hak_heap *h = heaps.all; h != NULL; h = h->next_all) h->tid = 0;
-  if (hak_tls_heap != &hak_heap_empty) hak_tls_heap->tid = (pid_t)syscall(SYS_gettid); /* the child's own id */
+  if (hak_tls_heap != &hak_heap_empty) { /* the child's own ids */
+    hak_tls_heap->pid = getpid();
+    hak_tls_heap->tid = (pid_t)syscall(SYS_gettid);
+  }
   uint64_t started = atomic_load_explicit(&heaps.started, memory_order_relaxed);
   atomic_store_explicit(&heaps.exited, started - (hak_tls_heap != &hak_heap_empty ? 1 : 0),
                         memory_order_relaxed);
@@ -176,16 +182,16 @@ static void heap_reset(hak_heap *heap) {
   hak_class_cache_reset(heap);
 }
 
-/* A heap from the pool (or freshly mapped), reset and marked in use by thread `tid` (0: none); NULL if
- * none could be mapped. *sweep: the pool grew to the count at which a sweep is due. */
-static hak_heap *heap_acquire(pid_t tid, bool *sweep) {
-  *sweep = false;
+/* A heap from the pool (or freshly mapped), reset and marked in use by thread `tid` of process `pid` (0:
+ * none); NULL if none could be mapped. `sweep` (NULL: the caller runs no sweep): set when the pool ran
+ * out with the heaps in use doubled since the last sweep. */
+static hak_heap *heap_acquire(pid_t pid, pid_t tid, bool *sweep) {
   pthread_mutex_lock(&heaps.lock);
   hak_heap *heap = heaps.all;
   while (heap != NULL && heap->in_use) heap = heap->next_all;
   if (heap == NULL) {
     if (heaps.sweep_floor < SWEEP_FLOOR_MIN) heaps.sweep_floor = SWEEP_FLOOR_MIN;
-    if (heaps.in_use >= 2 * heaps.sweep_floor) {
+    if (sweep != NULL && heaps.in_use >= 2 * heaps.sweep_floor) {
       *sweep = true;
       heaps.sweep_floor = heaps.in_use; /* no other thread's sweep until this one sets it */
     }
@@ -198,6 +204,7 @@ static hak_heap *heap_acquire(pid_t tid, bool *sweep) {
   }
   if (heap != NULL) {
     heap->in_use = true;
+    heap->pid = pid;
     heap->tid = tid;
     heaps.in_use++;
   }
@@ -210,14 +217,14 @@ static hak_heap *heap_acquire(pid_t tid, bool *sweep) {
 
 hak_heap *hak_heap_for_thread(void) {
   hak_init();
-  bool sweep;
-  hak_heap *heap = heap_acquire((pid_t)syscall(SYS_gettid), &sweep);
+  bool sweep = false;
+  hak_heap *heap = heap_acquire(getpid(), (pid_t)syscall(SYS_gettid), &sweep);
   if (heap == NULL) return NULL;
+  tls_sweep_due = sweep;
   atomic_fetch_add_explicit(&heaps.started, 1, memory_order_relaxed);
   hak_tls_heap = heap;
   /* may allocate (glibc, keys >= 32): the heap is already in place, so that is a normal allocation */
   if (heaps.key_ready) pthread_setspecific(heaps.key, heap);
-  if (sweep) hak_heaps_sweep_dead(); /* an allocation path holding no lock: the purger may start */
   return heap;
 }
 
@@ -537,8 +544,7 @@ static hak_page *scan_queue(hak_heap *heap, unsigned cls, hak_page *page, hak_pa
 static void *late_alloc(unsigned cls) {
   void *p = NULL;
   pthread_mutex_lock(&late.lock);
-  bool sweep_unused; /* no sweep under late.lock (it may start the purger thread) */
-  if (late.heap == NULL) late.heap = heap_acquire(0, &sweep_unused);
+  if (late.heap == NULL) late.heap = heap_acquire(0, 0, NULL); /* no sweep under late.lock */
   hak_page *page = NULL;
   if (late.heap != NULL) {
     count_slow_alloc(late.heap);
@@ -560,6 +566,10 @@ void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls) {
     }
   }
   count_slow_alloc(heap);
+  if (unlikely(tls_sweep_due)) { /* an allocation path holding nothing: a sweep may start the purger */
+    tls_sweep_due = false;
+    hak_heaps_sweep_dead();
+  }
   hak_purger_start_pending(); /* first: pthread_create's own mallocs may move this class's pages */
   /* the usual case, without a call: a page switch with neither maintenance nor a rescue due first */
   hak_page *page = maintenance_due(heap) || class_notified(heap, cls) ? NULL : rotate_queue(heap, cls);
@@ -714,7 +724,8 @@ void hak_heap_thread_done(void *arg) {
 
 /* A thread that runs no more code: the kernel knows no such thread in the process. A thread id taken
  * again by a new thread makes the old heap look alive (it then stays, as it would without sweeps); a
- * dead one never looks alive to the kernel's probe. */
+ * dead one never looks alive to the kernel's probe. A zombie group leader (a main thread that left
+ * through pthread_exit) looks alive: a heap it made in its last round of destructors stays. */
 static bool thread_vanished(pid_t pid, pid_t tid) {
   return syscall(SYS_tgkill, pid, tid, 0) != 0 && errno == ESRCH;
 }
@@ -727,15 +738,25 @@ void hak_heaps_sweep_dead(void) {
   int saved_errno = errno;
   hak_heap *dead[SWEEP_BATCH];
   unsigned n;
+  /* heaps are only ever added at the head of `all`, never removed: a pass goes on where the last stopped */
+  pthread_mutex_lock(&heaps.lock);
+  hak_heap *next = heaps.all;
+  pthread_mutex_unlock(&heaps.lock);
   do {
     n = 0;
     pthread_mutex_lock(&heaps.lock);
-    for (hak_heap *h = heaps.all; h != NULL && n < SWEEP_BATCH; h = h->next_all) {
-      if (!h->in_use || h->tid == 0 || h == hak_tls_heap || !thread_vanished(pid, h->tid)) continue;
+    for (; next != NULL && n < SWEEP_BATCH; next = next->next_all) {
+      hak_heap *h = next;
+      /* a heap of another process (a child made without the fork handlers: _Fork, a raw clone) names
+       * threads the probe cannot see from here */
+      if (!h->in_use || h->tid == 0 || h->pid != pid || h == hak_tls_heap || !thread_vanished(pid, h->tid))
+        continue;
       h->tid = 0; /* taken: no other sweep picks it */
       dead[n++] = h;
     }
     pthread_mutex_unlock(&heaps.lock);
+    /* The thread is gone: its last writes to the heap came before its exit, which the kernel completed
+     * before the probe saw it gone (no C11 happens-before, which ThreadSanitizer would not see). */
     for (unsigned i = 0; i < n; i++) {
       heap_retire(dead[i]);
       heap_release_to_pool(dead[i]);

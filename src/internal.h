@@ -313,8 +313,9 @@ struct hak_heap {
   /* The kernel thread id of the thread using the heap, so that a sweep can tell that the thread is gone
    * although its key destructor never ran (heap.c, hak_heaps_sweep_dead); 0 where no sweep may take the
    * heap (the late heap, a forked child's copies of the parent's other threads' heaps, a heap being
-   * taken by a sweep). */
-  pid_t tid;
+   * taken by a sweep). `pid`: the process that made it the thread's, so that a child made without the
+   * fork handlers (_Fork, a raw clone) takes no heap of its parent's for gone. */
+  pid_t pid, tid;
   /* Written by other threads (remote frees into full pages): last, on a cache line of its own. */
   _Alignas(64) _Atomic uint64_t full_notified; /* classes whose full list got remote frees */
 };
