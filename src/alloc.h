@@ -166,7 +166,7 @@ static inline __attribute__((always_inline)) bool hak_class_cache_push(hak_heap 
                                                                       hak_block *b) {
   hak_block *head = cache->head;
   uint64_t counts = cache->counts;
-  if (unlikely(b == head)) hak_class_cache_double_free(heap, b); /* an immediate double free */
+  if (unlikely(b == head)) hak_class_cache_double_free(b); /* an immediate double free */
   if (unlikely((int32_t)counts < 0)) return false; /* full: the low half's sign bit */
   b->next = head;
   cache->head = b;
@@ -178,7 +178,7 @@ static inline __attribute__((always_inline)) bool hak_class_cache_push(hak_heap 
 
 /* free. */
 static inline __attribute__((always_inline)) void hak_free_inline(void *p) {
-  hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
+  hak_segment *seg = hak_segment_of(p);
   if (unlikely(hak_pagemap_get(p) != (void *)seg || p == NULL)) {
     hak_free_other(p);
     return;

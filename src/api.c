@@ -47,7 +47,7 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
 static size_t usable_size(const void *p, bool claim) {
   if (p == NULL) return 0;
   void *owner = hak_pagemap_get(p);
-  hak_segment *seg = (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
+  hak_segment *seg = hak_segment_of(p);
   if (owner == (void *)seg) {
     hak_page *page = hak_segment_page_of(seg, p);
     if (page->slice_count == 0) hak_fatal_unknown(p, false, "usable size asked of a pointer that is not an allocated block:");

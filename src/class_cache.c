@@ -49,12 +49,12 @@ static void fold_class(hak_heap *heap, unsigned cls) {
   uint64_t counts = heap->cache[cls].counts;
   uint32_t pushes = (uint32_t)(counts >> 32) + HAK_CACHE_TICK_PUSHES; /* counted from 2^32 - TICK */
   uint32_t len = cache_len(heap, cls);
-  int64_t pops = (int64_t)pushes - ((int64_t)len - st->len_at_fold) - st->flushed;
-  int64_t frees = (int64_t)pushes - st->flushed; /* the flushed blocks' page frees are counted there */
+  int64_t pops = (int64_t)pushes - ((int64_t)len - st->len_at_fold) - st->drained;
+  int64_t frees = (int64_t)pushes - st->drained; /* the drained blocks' page frees are counted there */
   if (pops != 0) HAK_COUNT_N(heap->counters.allocs[cls], (uint64_t)pops);
   if (frees != 0) HAK_COUNT_N(heap->counters.frees[cls], (uint64_t)frees);
   st->pushes_seen += pushes;
-  st->flushed = 0;
+  st->drained = 0;
   st->len_at_fold = len;
   heap->cache[cls].counts = counts_word(st->limit, len);
 }
@@ -64,14 +64,9 @@ void hak_class_cache_fold(hak_heap *heap) {
   for (unsigned cls = 0; cls < HAK_CACHE_CLASSES; cls++) fold_class(heap, cls);
 }
 
-static hak_page *page_of_block(const hak_block *block) {
-  hak_segment *seg = (hak_segment *)((uintptr_t)block & ~(HAK_SEGMENT_SIZE - 1));
-  return hak_segment_page_of(seg, block);
-}
+static hak_page *page_of_block(const hak_block *block) { return hak_segment_page_of(hak_segment_of(block), block); }
 
-
-void hak_class_cache_double_free(const hak_heap *heap, const hak_block *block) {
-  (void)heap;
+void hak_class_cache_double_free(const hak_block *block) {
   hak_fatal("double free (or free of a block not allocated) detected of", block, page_of_block(block)->size_class);
 }
 
@@ -93,7 +88,7 @@ static void drain_class(hak_heap *heap, unsigned cls) {
   uint32_t n = cache_len(heap, cls);
   cache->head = NULL;
   cache->counts -= n;
-  heap->cache_state[cls].flushed += n;
+  heap->cache_state[cls].drained += n;
   while (list != NULL) {
     hak_block *next = list->next;
     hak_page_free_owned(heap, page_of_block(list), list);

@@ -275,7 +275,7 @@ typedef struct hak_class_cache {
 /* What only the cache's slow paths read. */
 typedef struct hak_class_cache_state {
   uint32_t limit;          /* blocks the list holds at most */
-  uint32_t flushed;        /* blocks handed back to their pages since the last fold */
+  uint32_t drained;        /* blocks handed back to their pages since the last fold */
   uint32_t len_at_fold;    /* blocks in the list at the last fold */
   uint32_t pushes_seen;    /* pushes folded so far (wrapping) */
   uint32_t pushes_at_pass; /* pushes_seen at the previous maintenance pass: equal means the class is idle */
@@ -428,7 +428,7 @@ void hak_class_cache_init_table(void);
 /* Empty lists with their limits: a new or reset heap. */
 void hak_class_cache_reset(hak_heap *heap);
 /* Report the free of `block`, found at the head of its class's list: a double free. */
-__attribute__((noreturn, cold)) void hak_class_cache_double_free(const hak_heap *heap, const hak_block *block);
+__attribute__((noreturn, cold)) void hak_class_cache_double_free(const hak_block *block);
 /* Every HAK_CACHE_TICK_PUSHES pushes of a class: fold the counts, collect the page of `block` (the block
  * just pushed) and give the heap a tick. */
 __attribute__((noinline)) void hak_class_cache_tick(hak_heap *heap, hak_block *block);
@@ -506,6 +506,11 @@ void hak_segments_lock(void);
 void hak_segments_unlock(void);
 void hak_segments_after_fork_child(void);
 uint64_t hak_segments_reclaimed(void);
+
+/* The segment `p` would lie in (4 MiB-aligned): a segment only if the pagemap says so. */
+static inline hak_segment *hak_segment_of(const void *p) {
+  return (hak_segment *)((uintptr_t)p & ~(HAK_SEGMENT_SIZE - 1));
+}
 
 static inline size_t hak_segment_slice_of(const void *p) {
   return ((uintptr_t)p >> HAK_SLICE_SHIFT) & (HAK_SLICES - 1);

@@ -372,7 +372,7 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
 }
 
 void hak_segment_page_free(hak_heap *heap, hak_page *page) {
-  hak_segment *seg = (hak_segment *)((uintptr_t)page & ~(HAK_SEGMENT_SIZE - 1));
+  hak_segment *seg = hak_segment_of(page);
   unsigned at = (unsigned)(page - seg->pages), n = page->slice_count;
   page->slice_count = 0;
   page->span = page->block_limit = 0;
