@@ -44,9 +44,9 @@ static struct {
   pthread_key_t key;
   bool key_ready;
   uint32_t in_use;      /* heaps in use (threads', the late heap's) */
-  uint32_t sweep_floor; /* heaps in use after the last sweep (at least SWEEP_FLOOR_MIN; 0: none yet) */
+  uint32_t sweep_floor; /* heaps in use after the last sweep, at least SWEEP_FLOOR_MIN */
   _Atomic uint64_t started, exited;
-} heaps = {.lock = PTHREAD_MUTEX_INITIALIZER};
+} heaps = {.lock = PTHREAD_MUTEX_INITIALIZER, .sweep_floor = SWEEP_FLOOR_MIN};
 
 /* Allocations by a thread whose heap was already abandoned at exit (a destructor of another key that runs
  * after ours) come from one shared heap under a mutex: a heap made for such a thread could never be
@@ -190,7 +190,6 @@ static hak_heap *heap_acquire(pid_t pid, pid_t tid, bool *sweep) {
   hak_heap *heap = heaps.all;
   while (heap != NULL && heap->in_use) heap = heap->next_all;
   if (heap == NULL) {
-    if (heaps.sweep_floor < SWEEP_FLOOR_MIN) heaps.sweep_floor = SWEEP_FLOOR_MIN;
     if (sweep != NULL && heaps.in_use >= 2 * heaps.sweep_floor) {
       *sweep = true;
       heaps.sweep_floor = heaps.in_use; /* no other thread's sweep until this one sets it */
@@ -327,11 +326,11 @@ static void heap_maintain(hak_heap *heap, bool force) {
     notified &= notified - 1;
     rescue_full_pages(heap, cls);
   }
+  /* lists of classes the thread stopped freeing hand their blocks back, so that their pages can empty */
+  hak_class_cache_drain(heap, !force);
   /* pages empty for a whole interval retire; during a burst of frees (an early pass) those empty for
    * AUTO_INTERVAL_MIN slow paths, since a grown interval would keep the whole burst for good once the
    * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
-  /* lists of classes the thread stopped freeing hand their blocks back, so that their pages can empty */
-  hak_class_cache_drain(heap, !force);
   uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_EARLY_PASS ? AUTO_INTERVAL_MIN : (uint32_t)interval;
   if (heap->empty_slices) retire_empty_pages(heap, age, force);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
@@ -765,7 +764,7 @@ void hak_heaps_sweep_dead(void) {
     if (n > 0) hak_purger_start_pending();
   } while (n == SWEEP_BATCH);
   pthread_mutex_lock(&heaps.lock);
-  heaps.sweep_floor = heaps.in_use;
+  heaps.sweep_floor = heaps.in_use > SWEEP_FLOOR_MIN ? heaps.in_use : SWEEP_FLOOR_MIN;
   pthread_mutex_unlock(&heaps.lock);
   errno = saved_errno;
 }
