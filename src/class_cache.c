@@ -11,13 +11,21 @@
 
 uint8_t hak_direct_class[HAK_DIRECT_COUNT];
 
-/* Blocks a list holds at most: 64, or fewer above 512 bytes so that a full list holds at most 32 KiB.
- * Each block keeps its page in use: after a shuffled burst of frees the list's blocks sit in as many
- * pages (1024-byte pages are 256 KiB). At 128 blocks and 64 KiB, 200 MB of 1000-byte blocks freed in
- * shuffled order left 52 MB resident instead of 19 (test_one_thread auto, with lists that handed their
- * oldest half back when full); at 64 and 32 KiB, 19 MB. */
+/* Blocks a list holds at most to begin with: 64, or fewer above 512 bytes so that a full list holds at
+ * most 32 KiB. Each block keeps its page in use: after a shuffled burst of frees the list's blocks sit
+ * in as many pages (1024-byte pages are 256 KiB). At 128 blocks and 64 KiB, 200 MB of 1000-byte blocks
+ * freed in shuffled order left 52 MB resident instead of 19 (test_one_thread auto, with lists that
+ * handed their oldest half back when full); at 64 and 32 KiB, 19 MB. */
 #define CACHE_MAX_BLOCKS 64u
 #define CACHE_MAX_BYTES ((uint32_t)32 << 10)
+/* A class whose list both overflowed and ran dry for at least one in CACHE_GROW_SHARE of its pushes
+ * between two ticks (a loop that frees and reallocates batches larger than the list) doubles its limit,
+ * up to CACHE_GROWN_MAX_BLOCKS and CACHE_GROWN_MAX_BYTES; a drain (the class idle for a maintenance pass,
+ * a collection, the thread's exit) sets it back. A burst of frees alone overflows without running dry,
+ * so it does not grow the list. */
+#define CACHE_GROW_SHARE 16u
+#define CACHE_GROWN_MAX_BLOCKS 256u
+#define CACHE_GROWN_MAX_BYTES ((uint32_t)64 << 10)
 
 void hak_class_cache_init_table(void) {
   for (size_t i = 0; i < HAK_DIRECT_COUNT; i++) hak_direct_class[i] = (uint8_t)hak_size_class(i == 0 ? 1 : i * 16);
@@ -32,16 +40,27 @@ static uint64_t counts_word(uint32_t limit, uint32_t len) {
   return ((uint64_t)(0u - HAK_CACHE_TICK_PUSHES) << 32) | (HAK_CACHE_LEN_BIAS - limit + len);
 }
 
+static uint32_t limit_within(unsigned cls, uint32_t max_blocks, uint32_t max_bytes) {
+  uint32_t limit = max_bytes / (uint32_t)hak_class_size(cls);
+  return limit < max_blocks ? limit : max_blocks;
+}
+
+static uint32_t base_limit(unsigned cls) {
+  return HAK_CLASS_CACHE ? limit_within(cls, CACHE_MAX_BLOCKS, CACHE_MAX_BYTES) : 0;
+}
+
 void hak_class_cache_reset(hak_heap *heap) {
   for (unsigned cls = 0; cls < HAK_CACHE_CLASSES; cls++) {
-    uint32_t limit = 0;
-    if (HAK_CLASS_CACHE) {
-      limit = CACHE_MAX_BYTES / (uint32_t)hak_class_size(cls);
-      if (limit > CACHE_MAX_BLOCKS) limit = CACHE_MAX_BLOCKS;
-    }
+    uint32_t limit = base_limit(cls);
     heap->cache_state[cls] = (hak_class_cache_state){.limit = limit};
     heap->cache[cls] = (hak_class_cache){.head = NULL, .counts = counts_word(limit, 0)};
   }
+}
+
+/* A new limit for the class's list, which holds `len` blocks, no more than either limit, after a fold. */
+static void set_limit(hak_heap *heap, unsigned cls, uint32_t limit, uint32_t len) {
+  heap->cache_state[cls].limit = limit;
+  heap->cache[cls].counts = counts_word(limit, len);
 }
 
 static void fold_class(hak_heap *heap, unsigned cls) {
@@ -53,6 +72,8 @@ static void fold_class(hak_heap *heap, unsigned cls) {
   int64_t frees = (int64_t)pushes - st->drained; /* the drained blocks' page frees are counted there */
   if (pops != 0) HAK_COUNT_N(heap->counters.allocs[cls], (uint64_t)pops);
   if (frees != 0) HAK_COUNT_N(heap->counters.frees[cls], (uint64_t)frees);
+  st->cache_allocs += (uint64_t)pops;
+  st->cache_frees += (uint64_t)frees;
   st->pushes_seen += pushes;
   st->drained = 0;
   st->len_at_fold = len;
@@ -70,25 +91,50 @@ void hak_class_cache_double_free(const hak_block *block) {
   hak_fatal("double free (or free of a block not allocated) detected of", block, page_of_block(block)->size_class);
 }
 
+/* The sizing rule of CACHE_GROW_SHARE for class `cls`, at its tick, after a fold. The pages' counts
+ * (the class's counts less the folds' share) are those their last flush saw: the current page's is
+ * flushed first, and the rest lag by at most a tick. */
+static void size_list(hak_heap *heap, unsigned cls) {
+  hak_class_cache_state *st = &heap->cache_state[cls];
+  hak_page *current = heap->pages[cls].first;
+  if (current != NULL) hak_page_flush_counts(heap, current);
+  uint64_t page_allocs = atomic_load_explicit(&heap->counters.allocs[cls], memory_order_relaxed) - st->cache_allocs;
+  uint64_t page_frees = atomic_load_explicit(&heap->counters.frees[cls], memory_order_relaxed) - st->cache_frees;
+  uint64_t misses = page_allocs - st->page_allocs_at_tick, overflows = page_frees - st->page_frees_at_tick;
+  st->page_allocs_at_tick = page_allocs;
+  st->page_frees_at_tick = page_frees;
+  uint32_t grown_max = limit_within(cls, CACHE_GROWN_MAX_BLOCKS, CACHE_GROWN_MAX_BYTES);
+  const uint64_t share = HAK_CACHE_TICK_PUSHES / CACHE_GROW_SHARE;
+  if (misses >= share && overflows >= share && st->limit < grown_max) {
+    uint32_t limit = st->limit * 2 < grown_max ? st->limit * 2 : grown_max;
+    set_limit(heap, cls, limit, cache_len(heap, cls));
+  }
+}
+
 void hak_class_cache_tick(hak_heap *heap, hak_block *block) {
   hak_class_cache_fold(heap);
   /* as the page tick does: its remote frees, checked. Not a page in the full list: its remote frees are
    * what tells the owner to take it back (rescue_full_pages), and collected here they would not. */
   hak_page *page = page_of_block(block);
+  size_list(heap, page->size_class);
   if (!page->in_full) hak_page_collect(heap, page);
   hak_heap_tick(heap);
 }
 
-/* Hand every block of the class's list back to its page. The list is emptied first: a page free may run
+/* Hand every block of the class's list back to its page, and set its limit back to the first size: a
+ * drain ends the pattern a grown limit served. The list is emptied first: a page free may run
  * maintenance, which drains lists too. */
 static void drain_class(hak_heap *heap, unsigned cls) {
   hak_class_cache *cache = &heap->cache[cls];
   hak_block *list = cache->head;
-  if (list == NULL) return;
   uint32_t n = cache_len(heap, cls);
   cache->head = NULL;
   cache->counts -= n;
   heap->cache_state[cls].drained += n;
+  if (heap->cache_state[cls].limit != base_limit(cls)) {
+    fold_class(heap, cls);
+    set_limit(heap, cls, base_limit(cls), 0);
+  }
   while (list != NULL) {
     hak_block *next = list->next;
     hak_page_free_owned(heap, page_of_block(list), list);

@@ -252,7 +252,8 @@ typedef struct hak_heap_counters {
  * when the class has no freed block at all (random_mixed: 26,865 page switches in 10 M operations
  * without it, 1,820 with it). A full list takes no more: further frees go to their pages, so a burst of
  * frees costs a test per block and no copying (handing the oldest half back at each overflow cost
- * random_mixed 4 % and churn 20 %: docs/notes/2026-11-25-class-cache.md).
+ * random_mixed 4 % and churn 20 %: docs/notes/2026-11-25-class-cache.md). The limit sizes itself per
+ * class (class_cache.c: grown for batches larger than the list, set back by a drain).
  * Default builds only (HAK_CLASS_CACHE): the hardened checks of a pop need the block's page.
  *
  * `counts` packs, so that free touches one word besides the head:
@@ -274,11 +275,15 @@ typedef struct hak_class_cache {
 
 /* What only the cache's slow paths read. */
 typedef struct hak_class_cache_state {
-  uint32_t limit;          /* blocks the list holds at most */
+  uint32_t limit;          /* blocks the list holds at most (sized at run time: class_cache.c) */
   uint32_t drained;        /* blocks handed back to their pages since the last fold */
   uint32_t len_at_fold;    /* blocks in the list at the last fold */
   uint32_t pushes_seen;    /* pushes folded so far (wrapping) */
   uint32_t pushes_at_pass; /* pushes_seen at the previous maintenance pass: equal means the class is idle */
+  uint64_t cache_allocs;   /* pops and frees the folds counted, so far: the rest of the class's counts */
+  uint64_t cache_frees;    /* are its pages' (the list's misses and overflows) */
+  uint64_t page_allocs_at_tick; /* the pages' counts at the class's previous tick */
+  uint64_t page_frees_at_tick;
 } hak_class_cache_state;
 
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)

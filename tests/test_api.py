@@ -33,8 +33,9 @@ def test_hakmem_interface(run_program, variant):
 def test_class_cache(run_program, variant):
     """The default build's class cache (hardened builds have none): owner-freed blocks of several pages
     reused in LIFO order without a page switch, a full list keeping its blocks and exact counts past
-    it, an immediate double
-    free reported, and hak_collect(true) handing the lists back so that their pages are returned."""
+    it, an immediate double free reported, a list that overflows and runs dry in every batch growing
+    to take the batch (and set back by hak_collect(true)), and hak_collect(true) handing the lists back
+    so that their pages are returned."""
     proc = run_program("test_hakapi", variant, args=("class-cache",))
     assert proc.returncode == 0, describe(proc)
     assert re.search(r"test_hakapi class-cache: \d+ checks, 0 failed", proc.stdout), describe(proc)

@@ -772,6 +772,44 @@ static void check_class_cache(void) {
   CHECK(WIFSIGNALED(status) && WTERMSIG(status) == SIGABRT, "a double free of the cached block did not abort (status %#x)",
         status);
 
+  tc_section("class cache: a list that overflows and runs dry in every batch grows; a drain sets it back");
+  {
+    /* 1000-byte requests: 1024-byte blocks, a list of 32 at first (32 KiB) and of 64 at most (64 KiB).
+     * Each round frees a batch of 64 in address order and reallocates it: the first 32 frees fill the
+     * list, the rest go to their pages, and the 64 mallocs empty the list and then take from the pages */
+    enum { BATCH = 64, ROUNDS = 400 };
+    static void *batch[BATCH];
+    for (int i = 0; i < BATCH; i++) batch[i] = must_malloc(1000);
+    int round_grown = -1;
+    for (int r = 0; r < ROUNDS && round_grown < 0; r++) {
+      for (int i = 0; i < BATCH; i++) free(batch[i]);
+      void *first = must_malloc(1000);
+      if (first == batch[BATCH - 1]) round_grown = r; /* the last block freed came from the list */
+      batch[0] = first;
+      for (int i = 1; i < BATCH; i++) batch[i] = must_malloc(1000);
+    }
+    CHECK(round_grown >= 0, "after %d rounds of 64 frees and mallocs of 1000 bytes the list still held 32", ROUNDS);
+    /* a grown list takes a whole batch: every malloc returns the blocks newest first */
+    for (int i = 0; i < BATCH; i++) free(batch[i]);
+    int lifo = 0;
+    for (int i = BATCH - 1; i >= 0; i--) {
+      void *p = must_malloc(1000);
+      lifo += p == batch[i];
+      batch[i] = p;
+    }
+    CHECK_EQ(lifo, BATCH, "blocks of a 64-block batch reused newest first by the grown list");
+    H.collect(true);
+    for (int i = 0; i < BATCH; i++) free(batch[i]);
+    void *after = must_malloc(1000);
+    CHECK(after == batch[31], "after hak_collect(true) the list held %s (first malloc %p; the 32nd block %p, the 64th %p)",
+          after == batch[BATCH - 1] ? "64 again" : "an unexpected block", after, batch[31], batch[BATCH - 1]);
+    batch[31] = after;
+    for (int i = 0; i < BATCH; i++)
+      if (i != 31) batch[i] = must_malloc(1000);
+    for (int i = 0; i < BATCH; i++) free(batch[i]);
+    printf("class cache: the list grew in round %d\n", round_grown);
+  }
+
   tc_section("class cache: hak_collect(true) hands the lists back, so that their pages can be returned");
   long saved_delay = H.option_get(HAK_OPT_PURGE_DELAY_MS);
   CHECK_EQ(H.option_set(HAK_OPT_PURGE_DELAY_MS, -1), 0, "hak_option_set(PURGE_DELAY_MS, -1)");
