@@ -18,13 +18,14 @@ uint8_t hak_direct_class[HAK_DIRECT_COUNT];
  * handed their oldest half back when full); at 64 and 32 KiB, 19 MB. */
 #define CACHE_MAX_BLOCKS 64u
 #define CACHE_MAX_BYTES ((uint32_t)32 << 10)
-/* A class whose list both overflowed and ran dry for at least one in CACHE_GROW_SHARE of its pushes
- * between two ticks (a loop that frees and reallocates batches larger than the list) doubles its limit,
- * up to CACHE_GROWN_MAX_BLOCKS and CACHE_GROWN_MAX_BYTES; a drain (the class idle for a maintenance pass,
- * a collection, the thread's exit) sets it back. A burst of frees alone overflows without running dry,
- * so it does not grow the list. */
+/* A class whose list both overflowed and ran dry for at least one in CACHE_GROW_SHARE of its pushes over
+ * a window of at least HAK_CACHE_TICK_PUSHES of them (a loop that frees and reallocates batches larger
+ * than the list) doubles its limit, up to CACHE_GROWN_MAX_BLOCKS and CACHE_GROWN_MAX_BYTES: at most twice
+ * the pages a list at its first size can keep in use. A drain (the class idle for a maintenance pass, a
+ * collection, the thread's exit) sets it back. A burst of frees alone overflows without running dry, so
+ * it does not grow the list. */
 #define CACHE_GROW_SHARE 16u
-#define CACHE_GROWN_MAX_BLOCKS 256u
+#define CACHE_GROWN_MAX_BLOCKS 128u
 #define CACHE_GROWN_MAX_BYTES ((uint32_t)64 << 10)
 
 void hak_class_cache_init_table(void) {
@@ -49,11 +50,28 @@ static uint32_t base_limit(unsigned cls) {
   return HAK_CLASS_CACHE ? limit_within(cls, CACHE_MAX_BLOCKS, CACHE_MAX_BYTES) : 0;
 }
 
+/* The class's allocations and frees its pages took (the list's misses and overflows): its counts less
+ * what the folds added. Blocks a drain hands back count as page frees once their pages flush: at most
+ * one list's worth of overflows in the window after a drain. */
+static void page_counts(const hak_heap *heap, unsigned cls, int64_t *allocs, int64_t *frees) {
+  const hak_class_cache_state *st = &heap->cache_state[cls];
+  *allocs = (int64_t)(atomic_load_explicit(&heap->counters.allocs[cls], memory_order_relaxed) - st->cache_allocs);
+  *frees = (int64_t)(atomic_load_explicit(&heap->counters.frees[cls], memory_order_relaxed) - st->cache_frees);
+}
+
+/* Start a sizing window for the class: from here on, its pushes and its pages' counts. */
+static void start_window(hak_heap *heap, unsigned cls) {
+  hak_class_cache_state *st = &heap->cache_state[cls];
+  st->pushes_at_window = st->pushes_seen;
+  page_counts(heap, cls, &st->page_allocs_at_window, &st->page_frees_at_window);
+}
+
 void hak_class_cache_reset(hak_heap *heap) {
   for (unsigned cls = 0; cls < HAK_CACHE_CLASSES; cls++) {
     uint32_t limit = base_limit(cls);
     heap->cache_state[cls] = (hak_class_cache_state){.limit = limit};
     heap->cache[cls] = (hak_class_cache){.head = NULL, .counts = counts_word(limit, 0)};
+    start_window(heap, cls); /* a reused heap's counters keep its earlier threads' counts */
   }
 }
 
@@ -80,9 +98,33 @@ static void fold_class(hak_heap *heap, unsigned cls) {
   heap->cache[cls].counts = counts_word(st->limit, len);
 }
 
+/* The sizing rule of CACHE_GROW_SHARE, after a fold of the class, once its window holds enough pushes.
+ * The pages' counts are those their last flush saw: the current page is flushed first; the others'
+ * counts may land in a later window. */
+static void size_list(hak_heap *heap, unsigned cls) {
+  hak_class_cache_state *st = &heap->cache_state[cls];
+  uint32_t pushes = st->pushes_seen - st->pushes_at_window;
+  if (pushes < HAK_CACHE_TICK_PUSHES) return;
+  hak_page *current = heap->pages[cls].first;
+  if (current != NULL) hak_page_flush_counts(heap, current);
+  int64_t allocs, frees;
+  page_counts(heap, cls, &allocs, &frees);
+  int64_t misses = allocs - st->page_allocs_at_window, overflows = frees - st->page_frees_at_window;
+  start_window(heap, cls);
+  uint32_t grown_max = limit_within(cls, CACHE_GROWN_MAX_BLOCKS, CACHE_GROWN_MAX_BYTES);
+  int64_t share = (int64_t)(pushes / CACHE_GROW_SHARE);
+  if (misses >= share && overflows >= share && st->limit < grown_max) {
+    uint32_t limit = st->limit * 2 < grown_max ? st->limit * 2 : grown_max;
+    set_limit(heap, cls, limit, cache_len(heap, cls));
+  }
+}
+
 void hak_class_cache_fold(hak_heap *heap) {
   if (!HAK_CLASS_CACHE) return;
-  for (unsigned cls = 0; cls < HAK_CACHE_CLASSES; cls++) fold_class(heap, cls);
+  for (unsigned cls = 0; cls < HAK_CACHE_CLASSES; cls++) {
+    fold_class(heap, cls);
+    size_list(heap, cls);
+  }
 }
 
 static hak_page *page_of_block(const hak_block *block) { return hak_segment_page_of(hak_segment_of(block), block); }
@@ -91,32 +133,11 @@ void hak_class_cache_double_free(const hak_block *block) {
   hak_fatal("double free (or free of a block not allocated) detected of", block, page_of_block(block)->size_class);
 }
 
-/* The sizing rule of CACHE_GROW_SHARE for class `cls`, at its tick, after a fold. The pages' counts
- * (the class's counts less the folds' share) are those their last flush saw: the current page's is
- * flushed first, and the rest lag by at most a tick. */
-static void size_list(hak_heap *heap, unsigned cls) {
-  hak_class_cache_state *st = &heap->cache_state[cls];
-  hak_page *current = heap->pages[cls].first;
-  if (current != NULL) hak_page_flush_counts(heap, current);
-  uint64_t page_allocs = atomic_load_explicit(&heap->counters.allocs[cls], memory_order_relaxed) - st->cache_allocs;
-  uint64_t page_frees = atomic_load_explicit(&heap->counters.frees[cls], memory_order_relaxed) - st->cache_frees;
-  uint64_t misses = page_allocs - st->page_allocs_at_tick, overflows = page_frees - st->page_frees_at_tick;
-  st->page_allocs_at_tick = page_allocs;
-  st->page_frees_at_tick = page_frees;
-  uint32_t grown_max = limit_within(cls, CACHE_GROWN_MAX_BLOCKS, CACHE_GROWN_MAX_BYTES);
-  const uint64_t share = HAK_CACHE_TICK_PUSHES / CACHE_GROW_SHARE;
-  if (misses >= share && overflows >= share && st->limit < grown_max) {
-    uint32_t limit = st->limit * 2 < grown_max ? st->limit * 2 : grown_max;
-    set_limit(heap, cls, limit, cache_len(heap, cls));
-  }
-}
-
 void hak_class_cache_tick(hak_heap *heap, hak_block *block) {
   hak_class_cache_fold(heap);
   /* as the page tick does: its remote frees, checked. Not a page in the full list: its remote frees are
    * what tells the owner to take it back (rescue_full_pages), and collected here they would not. */
   hak_page *page = page_of_block(block);
-  size_list(heap, page->size_class);
   if (!page->in_full) hak_page_collect(heap, page);
   hak_heap_tick(heap);
 }
@@ -135,6 +156,7 @@ static void drain_class(hak_heap *heap, unsigned cls) {
     fold_class(heap, cls);
     set_limit(heap, cls, base_limit(cls), 0);
   }
+  start_window(heap, cls);
   while (list != NULL) {
     hak_block *next = list->next;
     hak_page_free_owned(heap, page_of_block(list), list);
@@ -150,7 +172,10 @@ void hak_class_cache_drain(hak_heap *heap, bool idle_only) {
       fold_class(heap, cls);
       bool idle = st->pushes_seen == st->pushes_at_pass;
       st->pushes_at_pass = st->pushes_seen;
-      if (!idle) continue;
+      if (!idle) {
+        size_list(heap, cls);
+        continue;
+      }
     }
     drain_class(heap, cls);
   }

@@ -280,10 +280,12 @@ typedef struct hak_class_cache_state {
   uint32_t len_at_fold;    /* blocks in the list at the last fold */
   uint32_t pushes_seen;    /* pushes folded so far (wrapping) */
   uint32_t pushes_at_pass; /* pushes_seen at the previous maintenance pass: equal means the class is idle */
-  uint64_t cache_allocs;   /* pops and frees the folds counted, so far: the rest of the class's counts */
-  uint64_t cache_frees;    /* are its pages' (the list's misses and overflows) */
-  uint64_t page_allocs_at_tick; /* the pages' counts at the class's previous tick */
-  uint64_t page_frees_at_tick;
+  /* The sizing of the limit (class_cache.c): */
+  uint32_t pushes_at_window;      /* pushes_seen when the current window started */
+  uint64_t cache_allocs;          /* pops and frees the folds counted so far: the rest of the class's */
+  uint64_t cache_frees;           /* counts are its pages' (the list's misses and overflows) */
+  int64_t page_allocs_at_window;  /* the pages' counts when the window started */
+  int64_t page_frees_at_window;
 } hak_class_cache_state;
 
 #define HAK_COUNT_N(field, n) atomic_store_explicit(&(field), atomic_load_explicit(&(field), memory_order_relaxed) + (n), memory_order_relaxed)
