@@ -1,7 +1,7 @@
 /* class_cache.c — the slow paths of the class cache, the per-heap lists of owner-freed small blocks in
  * front of the pages (the fast paths, pop and push, are in alloc.h; the layout and its reasons in
- * internal.h): the size-to-class table, the tick, the statistics' fold, the double-free report and the
- * drains at maintenance, collection and thread exit.
+ * internal.h): the size-to-class table, the tick, the statistics' fold, the sizing of each list's limit,
+ * the double-free report and the drains at maintenance, collection and thread exit.
  *
  * A block in a list is free for the program and allocated for its page. The statistics count a pop as an
  * allocation and a push as a free; the page's own counts see a block handed back from the list as one
