@@ -7,7 +7,7 @@
  *   Segments: 4 MiB, 4 MiB-aligned, cut into 64 slices of 64 KiB. Slice 0 holds the segment header,
  *   which contains one page descriptor per slice. A *page* is a run of 1..31 slices carrying blocks of
  *   one size class (size_class.h): classes up to 512 bytes use one slice, the direct table's larger
- *   classes (640-1024 bytes; up to 1280 in hardened builds) four, larger classes a run sized to hold
+ *   classes (640-1280 bytes) four, larger classes a run sized to hold
  *   about 32 blocks (segment.c). A segment belongs to exactly one thread heap, its owner.
  *
  *   Large mappings: requests above 512 KiB (or with alignment above 64 KiB) get a mapping of their own
@@ -20,7 +20,7 @@
  *
  * Thread heaps (heap.c): each thread has a heap, reached through one initial-exec TLS load. A heap has,
  * per size class, a queue of pages with free blocks and a list of full pages, and a direct table that
- * maps every request size up to 1024 bytes (in steps of 16) to the page currently used for its class.
+ * maps every request size up to 1040 bytes (in steps of 16) to the page currently used for its class.
  *
  * Each page keeps three free lists:
  *   free        blocks ready to hand out (owner only, no atomics); the owner's frees go straight back
@@ -29,7 +29,7 @@
  *   remote      blocks freed by other threads: a lock-free stack, one CAS per push; its two low bits
  *               hold the page's full-state (see REMOTE_* below).
  *
- * In front of the pages of each class up to 1024 bytes, a heap keeps (default builds) a *class cache*:
+ * In front of the pages of each class of the direct table, a heap keeps (default builds) a *class cache*:
  * a short list of blocks its own thread freed, whatever their page (class_cache.c; see hak_class_cache).
  *
  * malloc(24) (alloc.h): heap = TLS; pop heap->cache[class of 24]; if that list is empty, page =
@@ -246,9 +246,9 @@ typedef struct hak_heap_counters {
 } hak_heap_counters;
 
 /* The class cache (class_cache.c): per small class, a list of blocks the heap's own thread freed, in
- * front of the class's pages. An owner's free of a block up to HAK_SMALL_MAX pushes it here instead of on
- * its page, and malloc pops here first: a block stays allocated as far as its page knows until the list
- * is drained. Blocks freed into many pages are reused wherever they sit, and malloc switches pages only
+ * front of the class's pages. An owner's free of a block of the direct table's classes (requests up to
+ * HAK_SMALL_MAX) pushes it here instead of on its page, and malloc pops here first: a block stays
+ * allocated as far as its page knows until the list is drained. Blocks freed into many pages are reused wherever they sit, and malloc switches pages only
  * when the class has no freed block at all (random_mixed: 26,865 page switches in 10 M operations
  * without it, 1,820 with it). A full list takes no more: further frees go to their pages, so a burst of
  * frees costs a test per block and no copying (handing the oldest half back at each overflow cost
