@@ -7,8 +7,8 @@
  *   Segments: 4 MiB, 4 MiB-aligned, cut into 64 slices of 64 KiB. Slice 0 holds the segment header,
  *   which contains one page descriptor per slice. A *page* is a run of 1..31 slices carrying blocks of
  *   one size class (size_class.h): classes up to 512 bytes use one slice, the direct table's larger
- *   classes (640-1280 bytes) four, larger classes a run sized to hold
- *   about 32 blocks (segment.c). A segment belongs to exactly one thread heap, its owner.
+ *   classes (640-1280 bytes) four, larger classes a run sized to hold about
+ *   32 blocks (segment.c). A segment belongs to exactly one thread heap, its owner.
  *
  *   Large mappings: requests above 512 KiB (or with alignment above 64 KiB) get a mapping of their own
  *   with a one-page header in front, 4 MiB-aligned (large.c). Freed ones go to a process-wide cache
@@ -248,7 +248,8 @@ typedef struct hak_heap_counters {
 /* The class cache (class_cache.c): per small class, a list of blocks the heap's own thread freed, in
  * front of the class's pages. An owner's free of a block of the direct table's classes (requests up to
  * HAK_SMALL_MAX) pushes it here instead of on its page, and malloc pops here first: a block stays
- * allocated as far as its page knows until the list is drained. Blocks freed into many pages are reused wherever they sit, and malloc switches pages only
+ * allocated as far as its page knows until the list is drained. Blocks freed into many pages are reused
+ * wherever they sit, and malloc switches pages only
  * when the class has no freed block at all (random_mixed: 26,865 page switches in 10 M operations
  * without it, 1,820 with it). A full list takes no more: further frees go to their pages, so a burst of
  * frees costs a test per block and no copying (handing the oldest half back at each overflow cost

@@ -69,13 +69,13 @@ static int find_run(uint64_t free_slices, unsigned n) {
  * so its head page runs dry less often (random_mixed 20M: 172 K slow allocations -> 54 K, with the
  * rotation of heap.c; lab A/B 2026-11-24, 15 rounds: random_mixed 0.979, larson 0.951, churn 0.947; two
  * slices gained less, eight raised churn's peak RSS by a quarter, and two slices for 320-512 bytes raised
- * prodcons' by 5 %: docs/notes/2026-11-24-performance-log.md). The 1280-byte class takes requests of 1025-1040 bytes
- * (and in hardened builds of 1017-1024 bytes, once their canary is added): with one slice (51 blocks)
- * every tiny_hot batch of 64 such blocks went through a page switch (3.0 ns per operation against 2.3
- * with four slices: performance log, eighth session). Larger classes take a run of slices
- * holding about 32 blocks, at most 31 slices, so that two such pages fit the 63 slices of a segment: at
- * 32, a program of one medium size from 64 KiB up used one page per segment and twice glibc's address
- * space (2000 blocks of 100,000 bytes: 462 MB of VmSize against 198; 249 at 31:
+ * prodcons' by 5 %: docs/notes/2026-11-24-performance-log.md). The 1280-byte class takes requests of
+ * 1025-1040 bytes (and in hardened builds of 1017-1024 bytes, once their canary is added): with one
+ * slice (51 blocks) every tiny_hot batch of 64 such blocks went through a page switch (3.0 ns per
+ * operation against 2.3 with four slices: performance log, eighth session). Larger classes take a run
+ * of slices holding about 32 blocks, at most 31 slices, so that two such pages fit the 63 slices of a
+ * segment: at 32, a program of one medium size from 64 KiB up used one page per segment and twice
+ * glibc's address space (2000 blocks of 100,000 bytes: 462 MB of VmSize against 198; 249 at 31:
  * docs/notes/2026-11-25-medium-pages.md). */
 static unsigned slices_for_class(unsigned cls) {
   size_t bs = hak_class_size(cls);
