@@ -8,6 +8,8 @@
  *   medium: blocks of 8..32 KiB replaced at random, touched at both ends (the lab's mid_large_mt): pages of
  *           one class must not land on slices another class left dirty, where the old blocks' touched
  *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3);
+ *   regrow: 200 vectors grown by realloc, 256 B at a time, to 128 KiB: each class takes the slices the
+ *           class below left, within the purge delay; they must not be purged and faulted in again;
  *   large:  blocks of 5..25 MiB replaced at random, one byte written every 64 KiB (the lab's big): the
  *           large cache must not pile up mappings that no request fits;
  *   tail:   a cached 24 MiB mapping, every page touched, reused for an 18 MiB block must give back the
@@ -37,7 +39,7 @@
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|round4|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|
+ * Usage: test_reclaim late|round4|trim|medium|regrow|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|
  *        pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -433,6 +435,35 @@ static int check_medium(void) {
   for (size_t k = 0; k < SLOTS; k++) free(slot[k]);
   if (growth > allowed) {
     fprintf(stderr, "FAIL medium: rss grew by %.1f MiB, more than %.1f MiB\n", growth, allowed);
+    return 1;
+  }
+  return 0;
+}
+
+/* ---- regrow: vectors grown by realloc move from class to class; the slices each class leaves are ----
+ * ---- taken by the next one within the purge delay, and must not be purged and faulted in again ----- */
+
+static int check_regrow(void) {
+  enum { VECTORS = 200, STEP = 256, MAX = 128 << 10 };
+  static char *vec[VECTORS];
+  struct hak_stats before = snap();
+  for (size_t size = STEP; size <= MAX; size += STEP) {
+    for (int i = 0; i < VECTORS; i++) {
+      char *p = realloc(vec[i], size);
+      if (p == NULL) return fprintf(stderr, "FAIL regrow: realloc(%zu) failed\n", size), 1;
+      if (size > STEP && p[size - STEP - 1] != (char)(i + size - STEP))
+        return fprintf(stderr, "FAIL regrow: vector %d lost its contents at %zu bytes\n", i, size), 1;
+      p[size - 1] = (char)(i + size);
+      vec[i] = p;
+    }
+  }
+  struct hak_stats after = snap();
+  uint64_t calls = after.madvise_calls - before.madvise_calls;
+  printf("regrow: %d vectors grown by %d B to %d KiB: %llu madvise calls\n", VECTORS, STEP, MAX >> 10,
+         (unsigned long long)calls);
+  for (int i = 0; i < VECTORS; i++) free(vec[i]);
+  if (calls > 8) { /* each class's slices purged as the next class took them: 78 */
+    fprintf(stderr, "FAIL regrow: %llu madvise calls within the purge delay\n", (unsigned long long)calls);
     return 1;
   }
   return 0;
@@ -1120,6 +1151,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "at-once-queue") == 0) return check_at_once_queue();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
+  if (argc == 2 && strcmp(argv[1], "regrow") == 0) return check_regrow();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
   if (argc == 2 && strcmp(argv[1], "tail") == 0) return check_tail();
   if (argc == 2 && strcmp(argv[1], "aged") == 0) return check_aged();
