@@ -322,10 +322,11 @@ static uint64_t dirty_slices_of_class(const hak_segment *seg, unsigned cls) {
  * with the new blocks), then clean slices (never used, or purged), then any. In that last case, for
  * blocks larger than an OS page, the dirty part is purged first when the segment's purge is due (the
  * next maintenance pass would purge it anyway): the old blocks' touched pages would otherwise stay
- * resident between the new blocks' touched ones. Slices freed within the purge delay are taken as they
- * are: purged at once, vectors grown by realloc, whose blocks move up from class to class, had every
- * page purged and faulted in again (1000 vectors grown by 16 B to 256 KiB: 359 K page faults and 1.08 s
- * against 83 K and 0.60 s; docs/notes/2026-11-25-class-migration.md). */
+ * resident between the new blocks' touched ones. Until the segment's deadline (set by the oldest of its
+ * waiting slices) has passed, they are taken as they are: purged at once, vectors grown by realloc,
+ * whose blocks move up from class to class, had every page purged and faulted in again (1000 vectors
+ * grown by 16 B to 256 KiB: 359 K page faults and 1.08 s against 83 K and 0.64 s;
+ * docs/notes/2026-11-25-class-migration.md). */
 static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned n) {
   /* blocks of a page or less touch every OS page of their slices as they are carved: no purge helps */
   bool sparse = hak_class_size(cls) > HAK_OS_PAGE;

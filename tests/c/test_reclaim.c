@@ -462,7 +462,7 @@ static int check_regrow(void) {
   printf("regrow: %d vectors grown by %d B to %d KiB: %llu madvise calls\n", VECTORS, STEP, MAX >> 10,
          (unsigned long long)calls);
   for (int i = 0; i < VECTORS; i++) free(vec[i]);
-  if (calls > 8) { /* each class's slices purged as the next class took them: 78 */
+  if (calls > 8) { /* each class's slices purged as the next class took them: 78 (87 hardened) */
     fprintf(stderr, "FAIL regrow: %llu madvise calls within the purge delay\n", (unsigned long long)calls);
     return 1;
   }
