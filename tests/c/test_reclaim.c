@@ -39,8 +39,8 @@
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|round4|trim|medium|regrow|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|
- *        pthread-exit */
+ * Usage: test_reclaim late|round4|trim|medium|regrow|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|
+ *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -440,8 +440,7 @@ static int check_medium(void) {
   return 0;
 }
 
-/* ---- regrow: vectors grown by realloc move from class to class; the slices each class leaves are ----
- * ---- taken by the next one within the purge delay, and must not be purged and faulted in again ----- */
+/* ---- regrow: vectors grown by realloc, whose classes take each other's slices ----------------------- */
 
 static int check_regrow(void) {
   enum { VECTORS = 200, STEP = 256, MAX = 128 << 10 };
