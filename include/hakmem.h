@@ -113,8 +113,8 @@ struct hak_stats {
   uint64_t current_rss_bytes;           /**< resident set now (/proc/self/statm) */
   /* since 0.2.0 */
   uint64_t slow_allocs;                 /**< small/medium allocations that found no free block in their
-                                             thread's class cache (up to 1 KiB, default build) or current page
-                                             (page switch, collection or a new page) */
+                                             thread's class cache (requests up to 1040 B, default build)
+                                             or current page (page switch, collection or a new page) */
   uint64_t slow_frees;                  /**< frees by the owning thread that left the fast path (page
                                              leaving the full list, becoming empty, or a double-free check),
                                              blocks the class cache hands back to their pages included */

@@ -7,8 +7,8 @@
  *   Segments: 4 MiB, 4 MiB-aligned, cut into 64 slices of 64 KiB. Slice 0 holds the segment header,
  *   which contains one page descriptor per slice. A *page* is a run of 1..31 slices carrying blocks of
  *   one size class (size_class.h): classes up to 512 bytes use one slice, the direct table's larger
- *   classes (640-1280 bytes) four, larger classes a run sized to hold about
- *   32 blocks (segment.c). A segment belongs to exactly one thread heap, its owner.
+ *   classes (640-1280 bytes) four, larger classes a run sized to hold about 32 blocks (segment.c). A
+ *   segment belongs to exactly one thread heap, its owner.
  *
  *   Large mappings: requests above 512 KiB (or with alignment above 64 KiB) get a mapping of their own
  *   with a one-page header in front, 4 MiB-aligned (large.c). Freed ones go to a process-wide cache
