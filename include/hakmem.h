@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 6
+#define HAKMEM_VERSION_MINOR 7
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -136,6 +136,10 @@ struct hak_stats {
   uint64_t live_bytes[HAK_TIER_COUNT];  /**< bytes of those blocks: block sizes (small, medium); for large
                                              blocks their mappings, header page included, less tails given
                                              back to the OS (the bytes they hold committed) */
+  /* since 0.7.0 */
+  uint64_t mincore_calls;               /**< OS calls counting resident pages: a single-threaded program's
+                                             frees measure what freed slices still hold before purging
+                                             them (HAKMEM_BACKGROUND_PURGE) */
 };
 
 /** Fill the first `size` bytes of *out with current counters (merged from every thread): the fields of
@@ -185,12 +189,12 @@ enum hak_option {
                                  waits for the program's next call after its delay. 1 (on): as soon as
                                  hakmem holds over 32 MiB. 2 (auto): only once the program has created a
                                  thread; until the purger runs, frees trim each tier (large blocks;
-                                 small and medium pages) when what waits passes the larger of a bound
-                                 and what its live blocks hold: the bound starts at 32 MiB and doubles
-                                 (up to 1 GiB) while trimmed memory is needed again within the purge
-                                 delay, so memory
-                                 a program reuses in cycles stays; the newest freed large block always
-                                 stays. Names off|on|auto in the environment. 0 in the fast profile, 2
+                                 small and medium pages, counted by the pages they hold resident, a
+                                 mincore call per segment) when what waits passes the larger of a
+                                 bound and what its live blocks hold: the bound starts at 32 MiB and
+                                 doubles (up to 1 GiB) while trimmed memory is needed again within the
+                                 purge delay, so memory a program reuses in cycles stays; the newest
+                                 freed large block always stays. Names off|on|auto in the environment. 0 in the fast profile, 2
                                  otherwise (since 0.6.0; 1 from 0.4.0) */
   HAK_OPT_COUNT
 };

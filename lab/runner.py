@@ -22,7 +22,7 @@ from lab.allocators import Allocator, AllocatorMismatch, verify
 from lab.parse import parse_output, parse_strace_summary
 from lab.workloads import Workload
 
-SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "brk", "futex")
+SYSCALLS = ("mmap", "munmap", "mremap", "madvise", "mprotect", "mincore", "brk", "futex")
 
 
 @dataclass

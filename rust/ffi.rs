@@ -53,11 +53,12 @@ pub(crate) struct HakStats {
     pub slow_frees: u64,
     pub live_blocks: [u64; 3],
     pub live_bytes: [u64; 3],
+    pub mincore_calls: u64,
 }
 
-// The mirror has the C struct's size (33 counters; stats.c asserts the same number), and
+// The mirror has the C struct's size (34 counters; stats.c asserts the same number), and
 // hak_stats_get_sized is told it, so a library of another version never writes past it.
-const _: () = assert!(core::mem::size_of::<HakStats>() == 33 * 8);
+const _: () = assert!(core::mem::size_of::<HakStats>() == 34 * 8);
 
 extern "C" {
     pub fn hak_malloc(size: usize) -> *mut c_void;

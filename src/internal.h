@@ -214,6 +214,7 @@ typedef struct hak_segment {
   uint64_t read_only_slices;         /* purged slices that are read-only zero memory (hak_os_decommit, or
                                         never made writable): a page must commit them first */
   uint64_t trimmed_slices;           /* purged slices that a trim purged (hak_segments_trim) */
+  uint64_t measured_slices;          /* dirty slices whose resident pages a trim counted (slice_resident) */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
@@ -224,6 +225,7 @@ typedef struct hak_segment {
   _Alignas(64) uint8_t slice_cache_slot[HAK_SLICES];
   uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
   uint8_t slice_class[HAK_SLICES];   /* class of the last page on the slice (meaningful while it is dirty) */
+  uint8_t slice_resident[HAK_SLICES]; /* OS pages of a measured slice that were resident when counted */
   hak_page pages[HAK_SLICES];        /* descriptor of the page starting at each slice */
 } hak_segment;
 

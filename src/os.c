@@ -179,6 +179,12 @@ int hak_os_advise(void *addr, size_t size, int advice) {
   return failure(madvise(addr, size, advice) != 0, saved);
 }
 
+int hak_os_resident(void *addr, size_t size, unsigned char *vec) {
+  atomic_fetch_add_explicit(&hak_os_counters.mincore_calls, 1, memory_order_relaxed);
+  int saved = errno;
+  return failure(mincore(addr, size, vec) != 0, saved);
+}
+
 int hak_os_purge(void *addr, size_t size, bool lazy) {
   int err = hak_os_advise(addr, size, lazy ? MADV_FREE : MADV_DONTNEED);
   if (err == EINVAL && lazy) err = hak_os_advise(addr, size, MADV_DONTNEED); /* kernels without MADV_FREE */

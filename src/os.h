@@ -15,7 +15,7 @@
 
 /** Process-wide counters of OS calls and of memory mapped/committed by hakmem. */
 struct hak_os_counters {
-  _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls;
+  _Atomic uint64_t mmap_calls, munmap_calls, madvise_calls, mprotect_calls, mremap_calls, mincore_calls;
   _Atomic int64_t mapped_bytes;        /* address space mapped now */
   _Atomic int64_t committed_bytes;     /* mapped and not purged */
   _Atomic int64_t peak_committed_bytes;
@@ -73,6 +73,9 @@ int hak_os_purge(void *addr, size_t size, bool lazy);
 void hak_os_recommit(size_t size);
 /** Record that a range was given back by hak_os_advise rather than hak_os_purge (accounting only). */
 void hak_os_uncommit(size_t size);
+/** Which pages of [addr, addr+size) (page-aligned, mapped) are resident: one byte per page in `vec`,
+ *  bit 0 set if resident (mincore). Returns 0 or errno. */
+int hak_os_resident(void *addr, size_t size, unsigned char *vec);
 /** Counted madvise with any advice (MADV_WILLNEED, MADV_HUGEPAGE, ...). Returns 0 or errno. */
 int hak_os_advise(void *addr, size_t size, int advice);
 /** Resize a mapping with mremap. With target NULL only in place; otherwise the pages move onto

@@ -41,7 +41,8 @@
  * program's first pthread_create starts it. Until it runs, the frees trim (hak_purger_trim_if_alone):
  * each tier keeps waiting for its deadline at most the larger of its bound and what its live blocks hold
  * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
- * every waiting slice once they pass it, empty pages not handed back yet not counted). A bound starts at
+ * every waiting slice once the pages they hold resident pass it, measured with mincore before a trim,
+ * empty pages not handed back yet not counted). A bound starts at
  * HAK_PURGER_START_BYTES, doubles (up to 1 GiB) when the tier takes back memory that a trim purged less
  * than a purge delay before (hak_purger_note_refault; memory its deadline purged does not count: a
  * review's program raised the bound at every burst that way), and halves for every ten delays in which

@@ -29,6 +29,10 @@ static struct {
   _Atomic uint64_t earliest_due_ms; /* earliest purge due in any segment; 0: none */
   _Atomic uint64_t reclaimed;
   _Atomic uint64_t waiting_slices; /* free slices not purged since their use, over all segments (dirty_slices) */
+  /* of those, the ones a trim has measured (measured_slices), and the OS pages it found not resident in
+   * them: what waits is counted as every page of the others and the resident pages of these */
+  _Atomic uint64_t measured_slices;
+  _Atomic uint64_t absent_pages;
   _Atomic uint64_t used_slices;    /* slices under a page, over all segments */
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -197,6 +201,44 @@ bool hak_segment_was_released(const void *p, int *cls) {
   return true;
 }
 
+#define SLICE_OS_PAGES (HAK_SLICE_SIZE / HAK_OS_PAGE)
+
+/* The slices in `bits` stop waiting (taken by a page, purged or unmapped): drop what a trim measured of
+ * them from the totals (slices_lock held, or the segment is nobody's). */
+static void forget_measured(hak_segment *seg, uint64_t bits) {
+  uint64_t measured = bits & seg->measured_slices, absent = 0;
+  if (measured == 0) return;
+  seg->measured_slices &= ~bits;
+  hak_counter_add(&segs.measured_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(measured));
+  for (; measured != 0; measured &= measured - 1)
+    absent += SLICE_OS_PAGES - seg->slice_resident[__builtin_ctzll(measured)];
+  hak_counter_add(&segs.absent_pages, (uint64_t)0 - absent);
+}
+
+/* Count the resident OS pages of the dirty free slices of `seg` that no trim measured yet: one mincore
+ * over the span from the first to the last (slices_lock held). Free slices are not written while they
+ * wait, so a count stays an upper bound until they are taken or purged. On failure they stay unmeasured,
+ * counted whole. */
+static void measure_locked(hak_segment *seg) {
+  uint64_t todo = seg->dirty_slices & seg->free_slices & ~seg->measured_slices, absent = 0;
+  if (todo == 0) return;
+  unsigned first = (unsigned)__builtin_ctzll(todo), last = 63u - (unsigned)__builtin_clzll(todo);
+  unsigned char resident[HAK_SLICES * SLICE_OS_PAGES];
+  if (hak_os_resident((uint8_t *)seg + ((size_t)first << HAK_SLICE_SHIFT), (size_t)(last - first + 1) << HAK_SLICE_SHIFT,
+                      resident) != 0)
+    return;
+  for (uint64_t left = todo; left != 0; left &= left - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(left), pages = 0;
+    const unsigned char *vec = resident + (size_t)(i - first) * SLICE_OS_PAGES;
+    for (unsigned k = 0; k < SLICE_OS_PAGES; k++) pages += vec[k] & 1u;
+    seg->slice_resident[i] = (uint8_t)pages;
+    absent += SLICE_OS_PAGES - pages;
+  }
+  seg->measured_slices |= todo;
+  hak_counter_add(&segs.measured_slices, (uint64_t)__builtin_popcountll(todo));
+  hak_counter_add(&segs.absent_pages, absent);
+}
+
 /* Unmap `seg`, which no list but `all` holds any more; the caller holds no lock. */
 static void segment_unmap(hak_segment *seg) {
   pthread_mutex_lock(&segs.lock);
@@ -205,6 +247,7 @@ static void segment_unmap(hak_segment *seg) {
   if (seg->all_next != NULL) seg->all_next->all_prev = seg->all_prev;
   pthread_mutex_unlock(&segs.lock);
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(seg->dirty_slices));
+  forget_measured(seg, seg->dirty_slices);
   remember_unmapped(seg);
   hak_pagemap_set(seg, NULL);
   uncount_and_unmap(seg);
@@ -240,6 +283,7 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
   purge_slices(seg, dirty);
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(dirty));
+  forget_measured(seg, seg->dirty_slices);
   seg->dirty_slices = 0;
   atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
 }
@@ -283,6 +327,7 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
+  forget_measured(seg, waited);
   hak_counter_add(&segs.used_slices, n);
   seg->free_slices &= ~bits;
   seg->dirty_slices &= ~bits;
@@ -490,11 +535,36 @@ uint64_t hak_segments_used_bytes(void) {
   return atomic_load_explicit(&segs.used_slices, memory_order_relaxed) << HAK_SLICE_SHIFT;
 }
 
+/* What waits for its purge deadline, in bytes: the slices no trim measured whole, the measured ones by
+ * their resident pages. Relaxed reads of counters other threads move: never below zero. */
+static uint64_t waiting_bytes(void) {
+  uint64_t slices = atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed);
+  uint64_t absent = atomic_load_explicit(&segs.absent_pages, memory_order_relaxed) * HAK_OS_PAGE;
+  return (slices << HAK_SLICE_SHIFT) > absent ? (slices << HAK_SLICE_SHIFT) - absent : 0;
+}
+
 bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
-  *waiting = atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed) << HAK_SLICE_SHIFT;
+  *waiting = waiting_bytes();
   if (*waiting <= keep_bytes) return false;
-  bool trimmed = false;
   pthread_mutex_lock(&segs.lock);
+  /* blocks larger than an OS page may have had a few bytes written (64 KiB-aligned blocks of 100 B):
+   * counted whole, slices that hold a page or two resident purged and faulted in again at every round of
+   * a program that frees and allocates them, 5x mimalloc's time. So the slices not measured yet are
+   * measured first, and only what is resident must fit */
+  if (atomic_load_explicit(&segs.measured_slices, memory_order_relaxed) <
+      atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed)) {
+    for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
+      if (pthread_mutex_trylock(&seg->slices_lock) != 0) continue;
+      measure_locked(seg);
+      pthread_mutex_unlock(&seg->slices_lock);
+    }
+    *waiting = waiting_bytes();
+    if (*waiting <= keep_bytes) {
+      pthread_mutex_unlock(&segs.lock);
+      return false;
+    }
+  }
+  bool trimmed = false;
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
     if (pthread_mutex_trylock(&seg->slices_lock) != 0) continue; /* busy, or held by this thread's caller */
     uint64_t waited = seg->dirty_slices;

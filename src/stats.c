@@ -31,7 +31,7 @@ static uint64_t current_rss(void) {
 
 static uint64_t load(const _Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 
-_Static_assert(sizeof(struct hak_stats) == 33 * sizeof(uint64_t), "rust/ffi.rs mirrors 33 counters");
+_Static_assert(sizeof(struct hak_stats) == 34 * sizeof(uint64_t), "rust/ffi.rs mirrors 34 counters");
 
 /* The size of struct hak_stats in 0.1.0: the most the exported hak_stats_get writes, since programs built
  * against 0.1.0 and 0.2.0 call it with no size. */
@@ -81,6 +81,7 @@ static void stats_fill(struct hak_stats *out, bool process) {
   out->madvise_calls = load(&os->madvise_calls);
   out->mprotect_calls = load(&os->mprotect_calls);
   out->mremap_calls = load(&os->mremap_calls);
+  out->mincore_calls = load(&os->mincore_calls);
   int64_t committed = atomic_load_explicit(&os->committed_bytes, memory_order_relaxed);
   int64_t peak = atomic_load_explicit(&os->peak_committed_bytes, memory_order_relaxed);
   int64_t mapped = atomic_load_explicit(&os->mapped_bytes, memory_order_relaxed);
@@ -127,7 +128,8 @@ HAK_API void hak_stats_print(FILE *out) {
   hak_stats_get_sized(&s, sizeof s);
   char buf[2048];
   static const char *tiers[HAK_TIER_COUNT] = {"small (<= 1 KiB)", "medium (<= 512 KiB)", "large (> 512 KiB)"};
-  uint64_t ops = s.frees, calls = s.mmap_calls + s.munmap_calls + s.madvise_calls + s.mprotect_calls + s.mremap_calls;
+  uint64_t ops = s.frees, calls = s.mmap_calls + s.munmap_calls + s.madvise_calls + s.mprotect_calls + s.mremap_calls +
+                           s.mincore_calls;
   for (int t = 0; t < HAK_TIER_COUNT; t++) ops += s.allocs[t];
   long profile = hak_opts.value[HAK_OPT_PROFILE];
   const char *pname = hak_option_value_name(HAK_OPT_PROFILE, profile);
@@ -146,7 +148,7 @@ HAK_API void hak_stats_print(FILE *out) {
                   "  frees %llu (remote %llu); threads started %llu, exited %llu; segments reclaimed %llu\n"
                   "  slow paths: allocations %llu, frees %llu\n"
                   "  committed now %.1f MiB, peak %.1f MiB; mapped %.1f MiB\n"
-                  "  os calls: mmap %llu, munmap %llu, madvise %llu, mprotect %llu, mremap %llu (%.3g per op)\n"
+                  "  os calls: mmap %llu, munmap %llu, madvise %llu, mprotect %llu, mremap %llu, mincore %llu (%.3g per op)\n"
                   "  large cache: hits %llu, misses %llu\n"
                   "  process: page faults minor %llu, major %llu; rss now %.1f MiB, peak %.1f MiB\n",
                   (unsigned long long)s.frees, (unsigned long long)s.remote_frees,
@@ -155,7 +157,7 @@ HAK_API void hak_stats_print(FILE *out) {
                   (unsigned long long)s.slow_frees, mib(s.committed_bytes), mib(s.peak_committed_bytes),
                   mib(s.mapped_bytes), (unsigned long long)s.mmap_calls, (unsigned long long)s.munmap_calls,
                   (unsigned long long)s.madvise_calls, (unsigned long long)s.mprotect_calls,
-                  (unsigned long long)s.mremap_calls, ops ? (double)calls / (double)ops : 0.0,
+                  (unsigned long long)s.mremap_calls, (unsigned long long)s.mincore_calls, ops ? (double)calls / (double)ops : 0.0,
                   (unsigned long long)s.large_cache_hits, (unsigned long long)s.large_cache_misses,
                   (unsigned long long)s.minor_faults, (unsigned long long)s.major_faults, mib(s.current_rss_bytes),
                   mib(s.peak_rss_bytes));
