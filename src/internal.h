@@ -545,7 +545,8 @@ typedef struct hak_large {
   bool purge_refused;     /* in the cache, and the kernel refused to purge it (locked memory): not tried
                            * again until the mapping is freed again */
   bool trimmed;           /* purged by a trim (hak_large_trim), not by its deadline */
-  struct hak_large *next, *prev;
+  struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
+  struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE
   size_t request;         /* bytes the live block was asked for; its end canary follows them (large.c) */
   uintptr_t canary_salt;  /* the live block's share of its canary value (hak_secure_large_canary) */

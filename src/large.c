@@ -6,15 +6,20 @@
  * half its size) and resizes it with mremap, its faulted-in pages coming along, rather than mapping
  * fresh memory beside a cache that keeps growing.
  * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay and unmapped when the
- * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit. Realloc grows in place or moves the pages
- * with mremap instead of copying. */
+ * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit, purged ones first, oldest first. The cache is
+ * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
+ * Realloc grows in place or moves the pages with mremap instead of copying. */
 #include <pthread.h>
 #include <sys/mman.h>
 
 #include "alloc.h"
 #include "sync.h"
 
-#define LARGE_CACHE_ENTRIES 64
+/* At 64, a program cycling through 200 blocks of 1 MiB unmapped and faulted in 136 of them at every
+ * cycle: 3x mimalloc's time, at the same peak RSS (docs/notes/2026-11-25-large-cache-bins.md). */
+#define LARGE_CACHE_ENTRIES 1024
+/* Size bins: four per power of two of pages (bin_of), up to the largest mapping (2^47 bytes). */
+#define CACHE_BINS 144
 
 #if HAK_SECURE
 /* Hardened builds guard each large block with two canary words of the same value (secure.c): one just
@@ -35,9 +40,17 @@
 #endif
 #define HUGE_PAGE ((size_t)2 << 20)
 
+/* A list of cached mappings, most recent first. */
+typedef struct cache_list {
+  hak_large *head, *tail;
+} cache_list;
+
 static struct {
   pthread_mutex_t lock;
-  hak_large *head, *tail; /* cache, most recently freed first */
+  cache_list fresh;  /* cached mappings not purged (or whose purge was refused), most recently freed first */
+  cache_list purged; /* purged ones, most recently purged first */
+  hak_large *bin[CACHE_BINS]; /* every cached mapping by size (bin_of), most recently cached first */
+  uint64_t bin_used[(CACHE_BINS + 63) / 64]; /* bit b set: bin[b] holds a mapping */
   /* count and unpurged are read without the lock but written only under it (or by the only thread), so
    * they are updated with HAK_COUNT_N's plain load and store */
   _Atomic uint64_t count;    /* cached mappings: read without the lock to skip an empty cache */
@@ -109,12 +122,63 @@ static bool set_guard(hak_large *h) {
 static size_t user_offset(size_t align) { return align <= HAK_OS_PAGE ? HAK_OS_PAGE : align; }
 static size_t map_align_for(size_t offset) { return offset > HAK_CHUNK_SIZE ? offset : HAK_CHUNK_SIZE; }
 
-static void cache_unlink(hak_large *h) {
+static void list_push_head(cache_list *list, hak_large *h) {
+  h->prev = NULL;
+  h->next = list->head;
+  if (list->head) list->head->prev = h;
+  else list->tail = h;
+  list->head = h;
+}
+
+static void list_unlink(cache_list *list, hak_large *h) {
   if (h->prev) h->prev->next = h->next;
-  else large.head = h->next;
+  else list->head = h->next;
   if (h->next) h->next->prev = h->prev;
-  else large.tail = h->prev;
+  else list->tail = h->prev;
   h->next = h->prev = NULL;
+}
+
+/* The size bin of a mapping of `bytes`: pages below 4 each their own, then four bins per power of two
+ * (each spans a quarter of its power: [(4 + k) << (e - 2), (5 + k) << (e - 2)) pages, e = log2(pages)). */
+static unsigned bin_of(size_t bytes) {
+  size_t pages = bytes / HAK_OS_PAGE;
+  if (pages < 4) return (unsigned)pages;
+  unsigned e = 63u - (unsigned)__builtin_clzll(pages);
+  return 4 * (e - 1) + (unsigned)((pages >> (e - 2)) & 3);
+}
+
+static void bin_insert(hak_large *h) {
+  unsigned b = bin_of(h->map_size);
+  h->bin_prev = NULL;
+  h->bin_next = large.bin[b];
+  if (large.bin[b]) large.bin[b]->bin_prev = h;
+  large.bin[b] = h;
+  large.bin_used[b / 64] |= (uint64_t)1 << (b % 64);
+}
+
+static void bin_remove(hak_large *h) {
+  unsigned b = bin_of(h->map_size);
+  if (h->bin_prev) h->bin_prev->bin_next = h->bin_next;
+  else large.bin[b] = h->bin_next;
+  if (h->bin_next) h->bin_next->bin_prev = h->bin_prev;
+  if (large.bin[b] == NULL) large.bin_used[b / 64] &= ~((uint64_t)1 << (b % 64));
+  h->bin_next = h->bin_prev = NULL;
+}
+
+/* The nearest bin after `b` (up) or before it (down) that holds a mapping; -1 if none. */
+static int bin_nearest(unsigned b, bool up) {
+  for (int i = up ? (int)b + 1 : (int)b - 1; i >= 0 && i < CACHE_BINS;) {
+    uint64_t word = large.bin_used[i / 64];
+    word = up ? word >> (i % 64) : word << (63 - i % 64);
+    if (word != 0) return up ? i + __builtin_ctzll(word) : i - __builtin_clzll(word);
+    i = up ? (i / 64 + 1) * 64 : (i / 64) * 64 - 1;
+  }
+  return -1;
+}
+
+static void cache_unlink(hak_large *h) {
+  list_unlink(h->purged ? &large.purged : &large.fresh, h);
+  bin_remove(h);
   HAK_COUNT_N(large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
   if (!h->purged && !h->purge_refused) {
@@ -125,11 +189,8 @@ static void cache_unlink(hak_large *h) {
 
 /* Put an unpurged mapping at the head of the cache: the most recently freed end. */
 static void cache_push_head(hak_large *h) {
-  h->prev = NULL;
-  h->next = large.head;
-  if (large.head) large.head->prev = h;
-  else large.tail = h;
-  large.head = h;
+  list_push_head(&large.fresh, h);
+  bin_insert(h);
   HAK_COUNT_N(large.count, 1);
   large.bytes += h->map_size;
   h->purge_refused = false;
@@ -191,16 +252,23 @@ static void large_unmap(hak_large *h) {
 
 static bool fits(size_t map_size, size_t need) { return map_size >= need && map_size <= need + need / 2; }
 
+/* Mappings of need's own bin looked at before a neighbouring bin is taken. */
+#define BIN_SCAN_MAX 16
+
 /* The cached mapping nearest to `need` bytes, unlinked: the smallest one of at least `need` bytes, or else
  * the largest if it has at least half of `need`; NULL if there is none. It fits (no resize needed) when
  * it has need .. 1.5 * need. Growing a smaller mapping saves the faults of its pages and keeps the cache
  * from filling with mappings too small to serve anything, but every growth faults the new tail in: below
- * half the request that costs more than it saves (big: 5-25 MiB blocks, docs/notes). */
+ * half the request that costs more than it saves (big: 5-25 MiB blocks, docs/notes).
+ * Nearest within a bin: need's own bin is searched (an exact size ends the search, and at most
+ * BIN_SCAN_MAX mappings are looked at), then the most recently cached mapping of the nearest bin above,
+ * or below. */
 static hak_large *cache_take(size_t need) {
   if (atomic_load_explicit(&large.count, memory_order_relaxed) == 0) return NULL;
   hak_large *above = NULL, *below = NULL;
   bool locked = hak_lock(&large.lock);
-  for (hak_large *h = large.head; h != NULL; h = h->next) {
+  unsigned b = bin_of(need), looked = 0;
+  for (hak_large *h = large.bin[b]; h != NULL && looked < BIN_SCAN_MAX; h = h->bin_next, looked++) {
     if (h->map_size >= need) {
       if (above == NULL || h->map_size < above->map_size) above = h;
       if (h->map_size == need) break;
@@ -208,6 +276,9 @@ static hak_large *cache_take(size_t need) {
       below = h;
     }
   }
+  int near;
+  if (above == NULL && (near = bin_nearest(b, true)) >= 0) above = large.bin[near];
+  if (above == NULL && below == NULL && (near = bin_nearest(b, false)) >= 0) below = large.bin[near];
   hak_large *best = above != NULL ? above : (below != NULL && below->map_size >= need / 2 ? below : NULL);
   if (best != NULL) cache_unlink(best);
   hak_unlock(&large.lock, locked);
@@ -448,7 +519,7 @@ void hak_large_free(hak_large *h, void *p) {
   bool locked = hak_lock(&large.lock);
   cache_push_head(h);
   while (large.bytes > cap || atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
-    hak_large *old = large.tail;
+    hak_large *old = large.purged.tail != NULL ? large.purged.tail : large.fresh.tail; /* the cheapest to lose */
     cache_unlink(old);
     old->next = evict;
     evict = old;
@@ -471,7 +542,7 @@ uint64_t hak_large_purge_due(void) {
   if (delay <= 0 || atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return 0;
   uint64_t due = 0;
   bool locked = hak_lock(&large.lock);
-  for (hak_large *h = large.tail; h != NULL; h = h->prev) { /* oldest first */
+  for (hak_large *h = large.fresh.tail; h != NULL; h = h->prev) { /* oldest first */
     if (!h->purged && !h->purge_refused) {
       due = h->freed_ms + (uint64_t)delay;
       break;
@@ -487,6 +558,8 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
   HAK_COUNT_N(large.unpurged_bytes, (uint64_t)0 - h->resident_end);
   HAK_COUNT_N(large.unpurged, (uint64_t)-1);
   if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
+    list_unlink(&large.fresh, h);
+    list_push_head(&large.purged, h);
     h->purged = true;
     h->zero = !lazy;
     if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
@@ -508,15 +581,15 @@ static void collect_at(bool force, uint64_t now) {
   hak_large *unmap = NULL;
   bool locked = hak_lock(&large.lock);
   if (force) {
-    while (large.tail != NULL) {
-      hak_large *h = large.tail;
+    for (hak_large *h; (h = large.fresh.tail != NULL ? large.fresh.tail : large.purged.tail) != NULL;) {
       cache_unlink(h);
       h->next = unmap;
       unmap = h;
     }
   } else {
-    /* an entry may carry a later time than `now`: its free read the clock after this caller did */
-    for (hak_large *h = large.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
+    /* an entry may carry a later time than `now`: its free read the clock after this caller did. Purged
+     * entries move to the other list: the walk passes only due ones, and those whose purge was refused */
+    for (hak_large *h = large.fresh.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
       purge_cached_locked(h, lazy);
     }
@@ -533,12 +606,14 @@ bool hak_large_trim(uint64_t keep_bytes, uint64_t *waiting) {
   *waiting = atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed);
   if (*waiting <= keep_bytes || atomic_load_explicit(&large.unpurged, memory_order_relaxed) < 2) return false;
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1, trimmed = false;
-  uint64_t kept = 0;
   bool locked = hak_lock(&large.lock);
-  for (hak_large *h = large.head; h != NULL; h = h->next) {
-    if (h->purged || h->purge_refused) continue;
-    kept += h->resident_end;
-    if (kept > keep_bytes && h != large.head && purge_cached_locked(h, lazy)) {
+  /* oldest first, until what waits fits: a walk from the newest end passed every mapping kept, at every
+   * free (1000 of them, once the cache held more than 64) */
+  for (hak_large *h = large.fresh.tail, *prev; h != NULL && h != large.fresh.head &&
+                                               atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed) > keep_bytes;
+       h = prev) {
+    prev = h->prev; /* a purge moves h to the other list */
+    if (purge_cached_locked(h, lazy)) {
       h->trimmed = true;
       trimmed = true;
     }

@@ -12,6 +12,12 @@
  *           class below left, within the purge delay; they must not be purged and faulted in again;
  *   large:  blocks of 5..25 MiB replaced at random, one byte written every 64 KiB (the lab's big): the
  *           large cache must not pile up mappings that no request fits;
+ *   many-large: cycles of 50 blocks each of 600 KiB, 1, 3 and 5 MiB, interleaved, one byte written in each,
+ *           all freed: from the second cycle on every request is served by a cached mapping of its own
+ *           size, without mmap, munmap or mremap (the cache held 64 mappings once: 136 of 200 unmapped
+ *           and mapped again at every cycle). Then, the cache emptied, a freed 520 MiB mapping (a size bin
+ *           past the first 64) serves an 8 MiB request, and a freed 8 MiB one a 12 MiB request: the
+ *           nearest mapping is found in either direction across the bins' bitmap words;
  *   tail:   a cached 24 MiB mapping, every page touched, reused for an 18 MiB block must give back the
  *           pages of its unused 6 MiB tail;
  *   aged:   a cached large mapping that no later request fits must still be purged by the clock while
@@ -39,7 +45,7 @@
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|round4|trim|medium|regrow|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|
+ * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -621,6 +627,48 @@ static void *reuse_thread(void *arg) {
   return NULL;
 }
 
+static int check_many_large(void) {
+  enum { EACH = 50, KINDS = 4, CYCLES = 6 };
+  static const size_t sizes[KINDS] = {600 << 10, 1 << 20, 3 << 20, 5 << 20};
+  static char *blocks[EACH * KINDS];
+  struct hak_stats first = {0};
+  for (int c = 0; c < CYCLES; c++) {
+    if (c == 1) first = snap();
+    for (int i = 0; i < EACH * KINDS; i++) {
+      blocks[i] = malloc(sizes[i % KINDS]);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL many-large: malloc(%zu)\n", sizes[i % KINDS]), 1;
+      blocks[i][sizes[i % KINDS] - 1] = (char)i;
+    }
+    for (int i = 0; i < EACH * KINDS; i++) free(blocks[i]);
+  }
+  struct hak_stats last = snap();
+  unsigned long long maps = last.mmap_calls - first.mmap_calls, unmaps = last.munmap_calls - first.munmap_calls,
+                     remaps = last.mremap_calls - first.mremap_calls, hits = last.large_cache_hits - first.large_cache_hits;
+  printf("many-large: %d cycles of %d blocks of 600 KiB-5 MiB after the first: %llu mmap, %llu munmap, %llu mremap "
+         "calls, %llu cache hits\n", CYCLES - 1, EACH * KINDS, maps, unmaps, remaps, hits);
+  if (maps + unmaps + remaps > 2 || hits != (unsigned long long)(CYCLES - 1) * EACH * KINDS)
+    return fprintf(stderr, "FAIL many-large: the large cache did not serve every block from a mapping of its size\n"), 1;
+  collect(true);
+  size_t far[3] = {(size_t)520 << 20, (size_t)8 << 20, (size_t)12 << 20};
+  for (int i = 0; i < 2; i++) {
+    free(malloc(far[i])); /* the only cached mapping */
+    struct hak_stats before = snap();
+    char *p = malloc(far[i + 1]);
+    struct hak_stats after = snap();
+    if (p == NULL) return fprintf(stderr, "FAIL many-large: malloc(%zu)\n", far[i + 1]), 1;
+    p[far[i + 1] - 1] = 1;
+    free(p);
+    printf("many-large: %zu MiB cached, %zu MiB asked: %llu cache hits, %llu mmap calls\n", far[i] >> 20,
+           far[i + 1] >> 20, (unsigned long long)(after.large_cache_hits - before.large_cache_hits),
+           (unsigned long long)(after.mmap_calls - before.mmap_calls));
+    if (after.large_cache_hits != before.large_cache_hits + 1)
+      return fprintf(stderr, "FAIL many-large: the cached %zu MiB mapping did not serve %zu MiB\n", far[i] >> 20,
+                     far[i + 1] >> 20), 1;
+    collect(true);
+  }
+  return 0;
+}
+
 static int check_reuse(void) {
   const size_t size = (size_t)4 << 20;
   struct hak_stats s0 = snap();
@@ -1156,6 +1204,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "aged") == 0) return check_aged();
   if (argc == 2 && strcmp(argv[1], "idle") == 0) return check_idle();
   if (argc == 2 && strcmp(argv[1], "reuse") == 0) return check_reuse();
+  if (argc == 2 && strcmp(argv[1], "many-large") == 0) return check_many_large();
   if (argc == 2 && strcmp(argv[1], "emptied") == 0) return check_emptied();
   if (argc == 2 && strcmp(argv[1], "pool") == 0) return check_pool();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
@@ -1166,7 +1215,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
