@@ -33,6 +33,7 @@ static struct {
    * them: what waits is counted as every page of the others and the resident pages of these */
   _Atomic uint64_t measured_slices;
   _Atomic uint64_t absent_pages;
+  _Atomic uint64_t measured_ms; /* when the oldest of those counts was taken (hak_segments_trim) */
   _Atomic uint64_t used_slices;    /* slices under a page, over all segments */
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -217,8 +218,9 @@ static void forget_measured(hak_segment *seg, uint64_t bits) {
 
 /* Count the resident OS pages of the dirty free slices of `seg` that no trim measured yet: one mincore
  * over the span from the first to the last (slices_lock held). Free slices are not written while they
- * wait, so a count stays an upper bound until they are taken or purged. On failure they stay unmeasured,
- * counted whole. */
+ * wait, but the kernel may still fill them in (khugepaged collapsing a huge page around one touched
+ * page), so a count holds for a purge delay (hak_segments_trim), or until they are taken or purged. On
+ * failure they stay unmeasured, counted whole. */
 static void measure_locked(hak_segment *seg) {
   uint64_t todo = seg->dirty_slices & seg->free_slices & ~seg->measured_slices, absent = 0;
   if (todo == 0) return;
@@ -544,17 +546,25 @@ static uint64_t waiting_bytes(void) {
 }
 
 bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
-  *waiting = waiting_bytes();
+  /* counts older than a purge delay are taken again (measure_locked): until then the slices count whole */
+  uint64_t now = hak_clock_ms(), delay = (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  bool stale = atomic_load_explicit(&segs.measured_slices, memory_order_relaxed) != 0 &&
+               now - atomic_load_explicit(&segs.measured_ms, memory_order_relaxed) > delay;
+  *waiting = stale ? atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed) << HAK_SLICE_SHIFT
+                   : waiting_bytes();
   if (*waiting <= keep_bytes) return false;
   pthread_mutex_lock(&segs.lock);
   /* blocks larger than an OS page may have had a few bytes written (64 KiB-aligned blocks of 100 B):
    * counted whole, slices that hold a page or two resident purged and faulted in again at every round of
    * a program that frees and allocates them, 5x mimalloc's time. So the slices not measured yet are
    * measured first, and only what is resident must fit */
-  if (atomic_load_explicit(&segs.measured_slices, memory_order_relaxed) <
-      atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed)) {
+  if (stale || atomic_load_explicit(&segs.measured_slices, memory_order_relaxed) <
+                   atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed)) {
+    if (stale || atomic_load_explicit(&segs.measured_slices, memory_order_relaxed) == 0)
+      atomic_store_explicit(&segs.measured_ms, now, memory_order_relaxed);
     for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
       if (pthread_mutex_trylock(&seg->slices_lock) != 0) continue;
+      if (stale) forget_measured(seg, seg->measured_slices);
       measure_locked(seg);
       pthread_mutex_unlock(&seg->slices_lock);
     }
