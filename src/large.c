@@ -9,6 +9,7 @@
  * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit, purged ones first, oldest first. The cache is
  * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
  * Realloc grows in place or moves the pages with mremap instead of copying. */
+#include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
 
@@ -47,8 +48,8 @@ typedef struct cache_list {
 
 static struct {
   pthread_mutex_t lock;
-  cache_list fresh;  /* cached mappings not purged (or whose purge was refused), most recently freed first */
-  cache_list purged; /* purged ones, most recently purged first */
+  cache_list fresh;  /* cached mappings not purged, most recently freed first */
+  cache_list purged; /* purged ones and those whose purge was refused, most recently purged first */
   hak_large *bin[CACHE_BINS]; /* every cached mapping by size (bin_of), most recently cached first */
   uint64_t bin_used[(CACHE_BINS + 63) / 64]; /* bit b set: bin[b] holds a mapping */
   /* count and unpurged are read without the lock but written only under it (or by the only thread), so
@@ -177,7 +178,7 @@ static int bin_nearest(unsigned b, bool up) {
 }
 
 static void cache_unlink(hak_large *h) {
-  list_unlink(h->purged ? &large.purged : &large.fresh, h);
+  list_unlink(h->purged || h->purge_refused ? &large.purged : &large.fresh, h);
   bin_remove(h);
   HAK_COUNT_N(large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
@@ -252,7 +253,7 @@ static void large_unmap(hak_large *h) {
 
 static bool fits(size_t map_size, size_t need) { return map_size >= need && map_size <= need + need / 2; }
 
-/* Mappings of need's own bin looked at before a neighbouring bin is taken. */
+/* Mappings of need's own bin looked at before the next bin up is taken, when that bin holds any. */
 #define BIN_SCAN_MAX 16
 
 /* The cached mapping nearest to `need` bytes, unlinked: the smallest one of at least `need` bytes, or else
@@ -260,15 +261,19 @@ static bool fits(size_t map_size, size_t need) { return map_size >= need && map_
  * it has need .. 1.5 * need. Growing a smaller mapping saves the faults of its pages and keeps the cache
  * from filling with mappings too small to serve anything, but every growth faults the new tail in: below
  * half the request that costs more than it saves (big: 5-25 MiB blocks, docs/notes).
- * Nearest within a bin: need's own bin is searched (an exact size ends the search, and at most
- * BIN_SCAN_MAX mappings are looked at), then the most recently cached mapping of the nearest bin above,
- * or below. */
+ * Nearest within a bin: need's own bin is searched (an exact size ends the search; past BIN_SCAN_MAX
+ * mappings only if the next bin up is empty, since its mappings are at most about 1.56x need), then the
+ * most recently cached mapping of the nearest bin above, or below. Stopping at 16 whatever the next bin
+ * held passed over an exact fit behind 16 smaller mappings and cut a cached 100 MiB mapping down
+ * instead (a review). */
 static hak_large *cache_take(size_t need) {
   if (atomic_load_explicit(&large.count, memory_order_relaxed) == 0) return NULL;
   hak_large *above = NULL, *below = NULL;
   bool locked = hak_lock(&large.lock);
   unsigned b = bin_of(need), looked = 0;
-  for (hak_large *h = large.bin[b]; h != NULL && looked < BIN_SCAN_MAX; h = h->bin_next, looked++) {
+  int up = bin_nearest(b, true);
+  unsigned limit = up == (int)b + 1 ? BIN_SCAN_MAX : UINT_MAX;
+  for (hak_large *h = large.bin[b]; h != NULL && looked < limit; h = h->bin_next, looked++) {
     if (h->map_size >= need) {
       if (above == NULL || h->map_size < above->map_size) above = h;
       if (h->map_size == need) break;
@@ -277,7 +282,7 @@ static hak_large *cache_take(size_t need) {
     }
   }
   int near;
-  if (above == NULL && (near = bin_nearest(b, true)) >= 0) above = large.bin[near];
+  if (above == NULL && up >= 0) above = large.bin[up];
   if (above == NULL && below == NULL && (near = bin_nearest(b, false)) >= 0) below = large.bin[near];
   hak_large *best = above != NULL ? above : (below != NULL && below->map_size >= need / 2 ? below : NULL);
   if (best != NULL) cache_unlink(best);
@@ -566,7 +571,10 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
     set_released_tail(h, 0); /* the purge took the whole mapping off the count */
   } else {
     /* refused (locked memory): not tried again while it stays cached, and no deadline of its own
-     * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
+     * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good).
+     * Off the unpurged list too, whose walks from the oldest end would pass it at every free */
+    list_unlink(&large.fresh, h);
+    list_push_head(&large.purged, h);
     h->purge_refused = true;
   }
   return h->purged;

@@ -15,9 +15,12 @@
  *   many-large: cycles of 50 blocks each of 600 KiB, 1, 3 and 5 MiB, interleaved, one byte written in each,
  *           all freed: from the second cycle on every request is served by a cached mapping of its own
  *           size, without mmap, munmap or mremap (the cache held 64 mappings once: 136 of 200 unmapped
- *           and mapped again at every cycle). Then, the cache emptied, a freed 520 MiB mapping (a size bin
- *           past the first 64) serves an 8 MiB request, and a freed 8 MiB one a 12 MiB request: the
- *           nearest mapping is found in either direction across the bins' bitmap words;
+ *           and mapped again at every cycle). Then, the cache emptied each time, a freed 520 MiB mapping
+ *           (a size bin past the first 64) serves an 8 MiB request, a freed 8 MiB one a 12 MiB request,
+ *           and a freed 500 MiB one a 600 MiB request: the nearest mapping is found above and below,
+ *           across the bins' bitmap words both ways. Last, a freed 1.17 MiB mapping behind 16 freed
+ *           1 MiB ones in its bin, and a freed 100 MiB one, serve a 1.17 MiB and a 100 MiB request
+ *           without mremap (a search that stopped after 16 cut the 100 MiB mapping down instead);
  *   tail:   a cached 24 MiB mapping, every page touched, reused for an 18 MiB block must give back the
  *           pages of its unused 6 MiB tail;
  *   aged:   a cached large mapping that no later request fits must still be purged by the clock while
@@ -649,23 +652,51 @@ static int check_many_large(void) {
   if (maps + unmaps + remaps > 2 || hits != (unsigned long long)(CYCLES - 1) * EACH * KINDS)
     return fprintf(stderr, "FAIL many-large: the large cache did not serve every block from a mapping of its size\n"), 1;
   collect(true);
-  size_t far[3] = {(size_t)520 << 20, (size_t)8 << 20, (size_t)12 << 20};
-  for (int i = 0; i < 2; i++) {
-    free(malloc(far[i])); /* the only cached mapping */
+  static const size_t cached_asked[3][2] = {{520, 8}, {8, 12}, {500, 600}};
+  for (int i = 0; i < 3; i++) {
+    size_t cached = cached_asked[i][0] << 20, asked = cached_asked[i][1] << 20;
+    char *c = malloc(cached);
+    if (c == NULL) return fprintf(stderr, "FAIL many-large: malloc(%zu)\n", cached), 1;
+    c[0] = 1;
+    free(c); /* the only cached mapping */
     struct hak_stats before = snap();
-    char *p = malloc(far[i + 1]);
+    char *p = malloc(asked);
     struct hak_stats after = snap();
-    if (p == NULL) return fprintf(stderr, "FAIL many-large: malloc(%zu)\n", far[i + 1]), 1;
-    p[far[i + 1] - 1] = 1;
+    if (p == NULL) return fprintf(stderr, "FAIL many-large: malloc(%zu)\n", asked), 1;
+    p[asked - 1] = 1;
     free(p);
-    printf("many-large: %zu MiB cached, %zu MiB asked: %llu cache hits, %llu mmap calls\n", far[i] >> 20,
-           far[i + 1] >> 20, (unsigned long long)(after.large_cache_hits - before.large_cache_hits),
+    printf("many-large: %zu MiB cached, %zu MiB asked: %llu cache hits, %llu mmap calls\n", cached >> 20, asked >> 20,
+           (unsigned long long)(after.large_cache_hits - before.large_cache_hits),
            (unsigned long long)(after.mmap_calls - before.mmap_calls));
     if (after.large_cache_hits != before.large_cache_hits + 1)
-      return fprintf(stderr, "FAIL many-large: the cached %zu MiB mapping did not serve %zu MiB\n", far[i] >> 20,
-                     far[i + 1] >> 20), 1;
+      return fprintf(stderr, "FAIL many-large: the cached %zu MiB mapping did not serve %zu MiB\n", cached >> 20,
+                     asked >> 20), 1;
     collect(true);
   }
+  enum { EXACT = 299 << 12, HUGE = 100 << 20 };
+  char *exact = malloc(EXACT), *huge = malloc(HUGE), *small[16];
+  if (exact == NULL || huge == NULL) return fprintf(stderr, "FAIL many-large: malloc\n"), 1;
+  exact[0] = huge[0] = 1;
+  for (int i = 0; i < 16; i++) {
+    if ((small[i] = malloc(1 << 20)) == NULL) return fprintf(stderr, "FAIL many-large: malloc(1 MiB)\n"), 1;
+    small[i][0] = 1;
+  }
+  free(exact);
+  free(huge);
+  for (int i = 0; i < 16; i++) free(small[i]); /* cached ahead of the exact fit, in its bin */
+  struct hak_stats before = snap();
+  char *again = malloc(EXACT), *huge_again = malloc(HUGE);
+  struct hak_stats after = snap();
+  if (again == NULL || huge_again == NULL) return fprintf(stderr, "FAIL many-large: malloc\n"), 1;
+  again[0] = huge_again[0] = 1;
+  free(again);
+  free(huge_again);
+  printf("many-large: 1.17 MiB and 100 MiB asked again behind 16 cached 1 MiB mappings: %llu cache hits, %llu mremap "
+         "calls\n", (unsigned long long)(after.large_cache_hits - before.large_cache_hits),
+         (unsigned long long)(after.mremap_calls - before.mremap_calls));
+  if (after.large_cache_hits != before.large_cache_hits + 2 || after.mremap_calls != before.mremap_calls)
+    return fprintf(stderr, "FAIL many-large: a mapping of the exact size was passed over\n"), 1;
+  collect(true);
   return 0;
 }
 
