@@ -545,14 +545,8 @@ void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
 uint64_t hak_large_purge_due(void) {
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   if (delay <= 0 || atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return 0;
-  uint64_t due = 0;
   bool locked = hak_lock(&large.lock);
-  for (hak_large *h = large.fresh.tail; h != NULL; h = h->prev) { /* oldest first */
-    if (!h->purged && !h->purge_refused) {
-      due = h->freed_ms + (uint64_t)delay;
-      break;
-    }
-  }
+  uint64_t due = large.fresh.tail != NULL ? large.fresh.tail->freed_ms + (uint64_t)delay : 0; /* the oldest */
   hak_unlock(&large.lock, locked);
   return due;
 }
@@ -562,19 +556,17 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
   if (h->purged || h->purge_refused) return false;
   HAK_COUNT_N(large.unpurged_bytes, (uint64_t)0 - h->resident_end);
   HAK_COUNT_N(large.unpurged, (uint64_t)-1);
+  /* off the unpurged list either way: its walks from the oldest end would pass a refused one at every free */
+  list_unlink(&large.fresh, h);
+  list_push_head(&large.purged, h);
   if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
-    list_unlink(&large.fresh, h);
-    list_push_head(&large.purged, h);
     h->purged = true;
     h->zero = !lazy;
     if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
     set_released_tail(h, 0); /* the purge took the whole mapping off the count */
   } else {
     /* refused (locked memory): not tried again while it stays cached, and no deadline of its own
-     * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good).
-     * Off the unpurged list too, whose walks from the oldest end would pass it at every free */
-    list_unlink(&large.fresh, h);
-    list_push_head(&large.purged, h);
+     * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
     h->purge_refused = true;
   }
   return h->purged;
@@ -596,7 +588,7 @@ static void collect_at(bool force, uint64_t now) {
     }
   } else {
     /* an entry may carry a later time than `now`: its free read the clock after this caller did. Purged
-     * entries move to the other list: the walk passes only due ones, and those whose purge was refused */
+     * entries, and those whose purge was refused, move to the other list: the walk passes only due ones */
     for (hak_large *h = large.fresh.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
       purge_cached_locked(h, lazy);

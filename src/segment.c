@@ -33,7 +33,8 @@ static struct {
    * them: what waits is counted as every page of the others and the resident pages of these */
   _Atomic uint64_t measured_slices;
   _Atomic uint64_t absent_pages;
-  _Atomic uint64_t measured_ms; /* when the oldest of those counts was taken (hak_segments_trim) */
+  _Atomic uint64_t measured_ms; /* when the oldest of those counts was taken (hak_segments_trim; a
+                                   segment busy at a walk that takes them again keeps its older ones) */
   _Atomic uint64_t used_slices;    /* slices under a page, over all segments */
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
