@@ -539,10 +539,11 @@ uint64_t hak_segments_used_bytes(void) {
 }
 
 /* What waits for its purge deadline, in bytes: the slices no trim measured whole, the measured ones by
- * their resident pages. Relaxed reads of counters other threads move: never below zero. */
-static uint64_t waiting_bytes(void) {
+ * their resident pages, or every slice whole if `stale`. Relaxed reads of counters other threads move:
+ * never below zero. */
+static uint64_t waiting_bytes(bool stale) {
   uint64_t slices = atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed);
-  uint64_t absent = atomic_load_explicit(&segs.absent_pages, memory_order_relaxed) * HAK_OS_PAGE;
+  uint64_t absent = stale ? 0 : atomic_load_explicit(&segs.absent_pages, memory_order_relaxed) * HAK_OS_PAGE;
   return (slices << HAK_SLICE_SHIFT) > absent ? (slices << HAK_SLICE_SHIFT) - absent : 0;
 }
 
@@ -551,8 +552,7 @@ bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
   uint64_t now = hak_clock_ms(), delay = (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   bool stale = atomic_load_explicit(&segs.measured_slices, memory_order_relaxed) != 0 &&
                now - atomic_load_explicit(&segs.measured_ms, memory_order_relaxed) > delay;
-  *waiting = stale ? atomic_load_explicit(&segs.waiting_slices, memory_order_relaxed) << HAK_SLICE_SHIFT
-                   : waiting_bytes();
+  *waiting = waiting_bytes(stale);
   if (*waiting <= keep_bytes) return false;
   pthread_mutex_lock(&segs.lock);
   /* blocks larger than an OS page may have had a few bytes written (64 KiB-aligned blocks of 100 B):
@@ -569,7 +569,7 @@ bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
       measure_locked(seg);
       pthread_mutex_unlock(&seg->slices_lock);
     }
-    *waiting = waiting_bytes();
+    *waiting = waiting_bytes(false);
     if (*waiting <= keep_bytes) {
       pthread_mutex_unlock(&segs.lock);
       return false;
