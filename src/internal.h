@@ -381,9 +381,10 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
 bool hak_purger_trim_if_alone(void);
 /* The tiers that trim while no purger runs. */
 enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
-/* A tier committed again memory that a trim had purged (a trimmed cached mapping or trimmed slices
- * taken): if the trim was less than a purge delay ago, that tier's bound doubles (purger.c). */
-void hak_purger_note_refault(enum hak_trim_tier tier);
+/* A tier committed again `bytes_back` bytes that a trim had purged (a trimmed cached mapping or trimmed
+ * slices taken): if the tier's last trim was less than a purge delay ago, its bound grows by them, and
+ * at least doubles at the first such refault after each trim (purger.c). */
+void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);

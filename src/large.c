@@ -290,7 +290,7 @@ static hak_large *cache_take(size_t need) {
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
-    if (best->trimmed) hak_purger_note_refault(HAK_TRIM_LARGE);
+    if (best->trimmed) hak_purger_note_refault(HAK_TRIM_LARGE, best->map_size);
   }
   return best;
 }

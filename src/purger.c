@@ -43,12 +43,13 @@
  * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
  * every waiting slice once the pages they hold resident pass it, measured with mincore before a trim,
  * empty pages not handed back yet not counted). A bound starts at
- * HAK_PURGER_START_BYTES, doubles (up to 1 GiB) when the tier takes back memory that a trim purged less
- * than a purge delay before (hak_purger_note_refault; memory its deadline purged does not count: a
- * review's program raised the bound at every burst that way), and halves for every ten delays in which
- * no trim found over half of it waiting. So memory freed in a burst and then left alone stays resident
- * up to the bound, not for good, while a program that frees and allocates the same memory in cycles
- * stops being trimmed after a cycle or two (a fixed 32 MiB made
+ * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by what the tier takes back of memory that a trim
+ * purged less than a purge delay before, at least doubling at the first such refault after each trim
+ * (hak_purger_note_refault; memory its deadline purged does not count: a review's program raised the
+ * bound at every burst that way), and halves for every ten delays in which no trim found over half of it
+ * waiting. So memory freed in a burst and then left alone stays resident up to the bound, not for good,
+ * while a program that frees and allocates the same memory in cycles stops being trimmed after its first
+ * cycle (doubling alone took three cycles of 200 MiB, each faulted in again; a fixed 32 MiB made
  * cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no live term the lab's
  * `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). Trims also run in a program with threads
  * until the purger runs: memory freed between the first pthread_create and the next allocation waited
@@ -163,8 +164,8 @@ static void *purger_main(void *arg) {
  * trim at once, and a lost update only moves a heuristic. */
 static struct trim_bound {
   _Atomic uint64_t bytes;      /* 0: HAK_PURGER_START_BYTES */
-  _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something, until a refault raises the
-                                  bound (one raise per trim); 0: none */
+  _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something; 0: none */
+  _Atomic uint64_t doubled_ms; /* the trim whose refaults have doubled the bound (one doubling per trim) */
   _Atomic uint64_t needed_ms;  /* the last raise, or the last trim that found over half the bound waiting */
 } bounds[HAK_TRIM_TIERS];
 
@@ -190,7 +191,7 @@ static uint64_t bound_now(struct trim_bound *b, uint64_t now, long delay) {
   return bytes > HAK_PURGER_START_BYTES ? bytes : HAK_PURGER_START_BYTES;
 }
 
-void hak_purger_note_refault(enum hak_trim_tier tier) {
+void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back) {
   struct trim_bound *b = &bounds[tier];
   uint64_t trimmed = atomic_load_explicit(&b->trimmed_ms, memory_order_relaxed);
   if (trimmed == 0) return;
@@ -198,9 +199,11 @@ void hak_purger_note_refault(enum hak_trim_tier tier) {
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   if (delay <= 0 || older_than(trimmed, now, (uint64_t)delay)) return; /* its deadline was past anyway */
   uint64_t bytes = bound_now(b, now, delay);
-  atomic_store_explicit(&b->bytes, bytes < TRIM_BOUND_MAX ? 2 * bytes : bytes, memory_order_relaxed);
+  uint64_t raised = bytes + (bytes_back < TRIM_BOUND_MAX ? bytes_back : TRIM_BOUND_MAX);
+  if (atomic_exchange_explicit(&b->doubled_ms, trimmed, memory_order_relaxed) != trimmed && raised < 2 * bytes)
+    raised = 2 * bytes;
+  atomic_store_explicit(&b->bytes, raised < TRIM_BOUND_MAX ? raised : TRIM_BOUND_MAX, memory_order_relaxed);
   atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
-  atomic_store_explicit(&b->trimmed_ms, 0, memory_order_relaxed);
 }
 
 /* Trim each tier to its bound (hak_purger_trim_if_alone has decided to). */

@@ -326,7 +326,8 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   }
   uint64_t purged = bits & seg->purged_slices;
   if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
-  if (bits & seg->trimmed_slices) hak_purger_note_refault(HAK_TRIM_SLICES);
+  uint64_t trimmed = bits & seg->trimmed_slices;
+  if (trimmed) hak_purger_note_refault(HAK_TRIM_SLICES, (uint64_t)__builtin_popcountll(trimmed) << HAK_SLICE_SHIFT);
   seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));

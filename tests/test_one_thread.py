@@ -20,11 +20,12 @@ def test_single_threaded_program_keeps_one_thread_and_bounded_memory(run_program
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["first-thread", "phases", "sparse"])
+@pytest.mark.parametrize("case", ["first-thread", "phases", "learn", "sparse"])
 def test_trims_without_a_purger(run_program, variant, case):
     """first-thread: blocks allocated before the program's first thread and freed after it, with no allocation
     to start the purger, come back to the bound (they stayed for good). phases: cycles that free and allocate
-    again more than 32 MiB stop being purged (each cycle faulted its memory in again). sparse: so do cycles of
+    again more than 32 MiB stop being purged (each cycle faulted its memory in again). learn: they stop after
+    the first cycle, the bound growing by what its trims purged (doubling, it took three). sparse: so do cycles of
     64 KiB-aligned small blocks, whose slices hold one resident page each (counted whole, they were purged in
     every cycle). A purge delay of a
     second keeps the trims' learning window wide on a slow machine."""
