@@ -5,8 +5,9 @@
  * request that no cached mapping fits takes the nearest one (a larger one, or a smaller one of at least
  * half its size) and resizes it with mremap, its faulted-in pages coming along, rather than mapping
  * fresh memory beside a cache that keeps growing.
- * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay and unmapped when the
- * cache exceeds HAKMEM_LARGE_CACHE_MB or its entry limit, purged ones first, oldest first. The cache is
+ * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay, or at once, oldest
+ * first, when those not purged pass HAKMEM_LARGE_CACHE_MB; they are unmapped when the cache maps four
+ * times that or reaches its entry limit, purged ones first, oldest first. The cache is
  * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
  * Realloc grows in place or moves the pages with mremap instead of copying. */
 #include <limits.h>
@@ -17,8 +18,13 @@
 #include "sync.h"
 
 /* At 64, a program cycling through 200 blocks of 1 MiB unmapped and faulted in 136 of them at every
- * cycle: 3x mimalloc's time, at the same peak RSS (docs/notes/2026-11-25-large-cache-bins.md). */
-#define LARGE_CACHE_ENTRIES 1024
+ * cycle: 3x mimalloc's time, at the same peak RSS (docs/notes/2026-11-25-large-cache-bins.md); at 1024,
+ * one cycling through 2000 mapped and unmapped half of them (docs/notes/2026-11-25-large-cache-purge.md).
+ * Each cached mapping is one VMA (two with a guard page), of the kernel's 65,530 by default. */
+#define LARGE_CACHE_ENTRIES 4096
+/* The cache keeps at most HAKMEM_LARGE_CACHE_MB of mappings unpurged (what they may hold resident) and
+ * this many times as much mapped in all (address space, and commit charge under strict overcommit). */
+#define CACHE_MAPPED_CAPS 4
 /* Size bins: four per power of two of pages (bin_of), up to the largest mapping (2^47 bytes). */
 #define CACHE_BINS 144
 
@@ -492,6 +498,7 @@ size_t hak_large_usable_claim(hak_large *h) {
 }
 
 static void collect_at(bool force, uint64_t now);
+static bool purge_cached_locked(hak_large *h, bool lazy);
 
 void hak_large_bad_pointer(const hak_large *h, const void *p, bool freeing) {
   if (h->kind != HAK_KIND_LARGE)
@@ -523,12 +530,18 @@ void hak_large_free(hak_large *h, void *p) {
   hak_large *evict = NULL;
   bool locked = hak_lock(&large.lock);
   cache_push_head(h);
-  while (large.bytes > cap || atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
+  while (large.bytes > CACHE_MAPPED_CAPS * cap ||
+         atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
     hak_large *old = large.purged.tail != NULL ? large.purged.tail : large.fresh.tail; /* the cheapest to lose */
     cache_unlink(old);
     old->next = evict;
     evict = old;
   }
+  /* over the cap, the oldest unpurged mappings are purged, not unmapped: a mapping that holds nothing
+   * costs no memory, and a later request takes it without two system calls */
+  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
+  while (atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed) > cap && large.fresh.tail != h)
+    purge_cached_locked(large.fresh.tail, lazy);
   uint64_t cached_bytes = large.bytes;
   hak_unlock(&large.lock, locked);
   while (evict != NULL) {

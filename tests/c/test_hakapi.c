@@ -313,20 +313,38 @@ static void check_stats(void) {
   CHECK(DELTA(l2, l3, large_cache_hits) >= 1, "a 2 MiB block right after freeing one was not a cache hit");
   free(b2);
 
-  tc_section("large tier: HAKMEM_LARGE_CACHE_MB bounds what the cache keeps mapped");
+  tc_section("large tier: HAKMEM_LARGE_CACHE_MB bounds what the cache keeps unpurged, four times it mapped");
   H.collect(true); /* an empty cache */
   long saved_cap = H.option_get(HAK_OPT_LARGE_CACHE_MB);
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 8), 0, "hak_option_set(LARGE_CACHE_MB, 8)");
   void *blocks[6];
-  for (int i = 0; i < 6; i++) blocks[i] = must_malloc(3 * MiB);
+  for (int i = 0; i < 6; i++) {
+    blocks[i] = must_malloc(3 * MiB);
+    memset(blocks[i], 1, 3 * MiB);
+  }
   struct hak_stats c0 = snap();
   for (int i = 0; i < 6; i++) free(blocks[i]);
   struct hak_stats c1 = snap();
-  /* six mappings of 3 MiB + a page went in; an 8 MiB cap keeps at most two of them */
-  CHECK(c0.mapped_bytes - c1.mapped_bytes >= 4 * 3 * MiB, "freeing 18 MiB of large blocks under an 8 MiB cache "
-        "unmapped only %llu bytes", DELTA(c1, c0, mapped_bytes));
-  CHECK(DELTA(c0, c1, munmap_calls) >= 4, "%llu munmap calls for six 3 MiB blocks under an 8 MiB cache",
+  /* six mappings of 3 MiB + a page went in: an 8 MiB cap keeps at most two of them unpurged, and all six
+   * mapped (18 MiB of 32) */
+  CHECK(c0.committed_bytes - c1.committed_bytes >= 4 * 3 * MiB, "freeing 18 MiB of large blocks under an 8 MiB "
+        "cache gave back only %llu bytes", (unsigned long long)(c0.committed_bytes - c1.committed_bytes));
+  CHECK(DELTA(c0, c1, madvise_calls) >= 4, "%llu madvise calls for six 3 MiB blocks under an 8 MiB cache",
+        DELTA(c0, c1, madvise_calls));
+  CHECK(DELTA(c0, c1, munmap_calls) == 0, "%llu munmap calls for 18 MiB under an 8 MiB cache (32 MiB mapped)",
         DELTA(c0, c1, munmap_calls));
+  for (int i = 0; i < 6; i++) blocks[i] = must_malloc(3 * MiB);
+  struct hak_stats c1b = snap();
+  CHECK(DELTA(c1, c1b, large_cache_hits) == 6 && DELTA(c1, c1b, mmap_calls) == 0,
+        "six 3 MiB blocks after six were freed: %llu cache hits, %llu mmap calls", DELTA(c1, c1b, large_cache_hits),
+        DELTA(c1, c1b, mmap_calls));
+  CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 4), 0, "hak_option_set(LARGE_CACHE_MB, 4)");
+  for (int i = 0; i < 6; i++) free(blocks[i]);
+  struct hak_stats c1c = snap();
+  /* a 4 MiB cap maps at most 16 MiB: five of the six mappings */
+  CHECK(c1b.mapped_bytes - c1c.mapped_bytes >= 3 * MiB, "freeing 18 MiB of large blocks under a 4 MiB cache "
+        "unmapped only %llu bytes", (unsigned long long)(c1b.mapped_bytes - c1c.mapped_bytes));
+  CHECK(DELTA(c1b, c1c, munmap_calls) >= 1, "no munmap call for 18 MiB under a 4 MiB cache (16 MiB mapped)");
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 1), 0, "hak_option_set(LARGE_CACHE_MB, 1)");
   void *over = must_malloc(3 * MiB);
   struct hak_stats c2 = snap();
