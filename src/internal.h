@@ -225,7 +225,8 @@ typedef struct hak_segment {
   _Alignas(64) uint8_t slice_cache_slot[HAK_SLICES];
   uint8_t slice_page[HAK_SLICES];    /* slice -> first slice of the page covering it */
   uint8_t slice_class[HAK_SLICES];   /* class of the last page on the slice (meaningful while it is dirty) */
-  uint8_t slice_resident[HAK_SLICES]; /* OS pages of a measured slice that were resident when counted */
+  uint8_t slice_resident[HAK_SLICES]; /* OS pages of a measured slice that were resident when counted; of a
+                                        trimmed slice, those it held when the trim purged it */
   hak_page pages[HAK_SLICES];        /* descriptor of the page starting at each slice */
 } hak_segment;
 
@@ -381,9 +382,9 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
 bool hak_purger_trim_if_alone(void);
 /* The tiers that trim while no purger runs. */
 enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
-/* A tier committed again `bytes_back` bytes that a trim had purged (a trimmed cached mapping or trimmed
- * slices taken): if the tier's last trim was less than a purge delay ago, its bound grows by them, and
- * at least doubles at the first such refault after each trim (purger.c). */
+/* A tier takes back memory that a trim had purged (a trimmed cached mapping or trimmed slices), of which
+ * the trim found `bytes_back` bytes resident: if the tier's last trim was less than a purge delay ago,
+ * its bound grows by them, and at least doubles at the first such refault after each trim (purger.c). */
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
@@ -545,7 +546,8 @@ typedef struct hak_large {
   bool purged;            /* in the cache and its pages were returned to the OS */
   bool purge_refused;     /* in the cache, and the kernel refused to purge it (locked memory): not tried
                            * again until the mapping is freed again */
-  bool trimmed;           /* purged by a trim (hak_large_trim), not by its deadline */
+  size_t trimmed_bytes;   /* purged by a trim (hak_large_trim), not by its deadline: what it could hold
+                           * then (resident_end); 0 otherwise */
   struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
   struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE

@@ -201,7 +201,7 @@ static void cache_push_head(hak_large *h) {
   HAK_COUNT_N(large.count, 1);
   large.bytes += h->map_size;
   h->purge_refused = false;
-  h->trimmed = false;
+  h->trimmed_bytes = 0;
   HAK_COUNT_N(large.unpurged, 1);
   HAK_COUNT_N(large.unpurged_bytes, h->resident_end);
 }
@@ -296,7 +296,10 @@ static hak_large *cache_take(size_t need) {
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
-    if (best->trimmed) hak_purger_note_refault(HAK_TRIM_LARGE, best->map_size);
+    /* what the request takes back of what the trim purged: a mapping cut down to a small request is
+     * not faulted in whole */
+    if (best->trimmed_bytes != 0)
+      hak_purger_note_refault(HAK_TRIM_LARGE, best->trimmed_bytes < need ? best->trimmed_bytes : need);
   }
   return best;
 }
@@ -626,8 +629,9 @@ bool hak_large_trim(uint64_t keep_bytes, uint64_t *waiting) {
                                                atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed) > keep_bytes;
        h = prev) {
     prev = h->prev; /* a purge moves h to the other list */
+    size_t reach = h->resident_end;
     if (purge_cached_locked(h, lazy)) {
-      h->trimmed = true;
+      h->trimmed_bytes = reach;
       trimmed = true;
     }
   }

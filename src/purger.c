@@ -43,15 +43,19 @@
  * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
  * every waiting slice once the pages they hold resident pass it, measured with mincore before a trim,
  * empty pages not handed back yet not counted). A bound starts at
- * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by what the tier takes back of memory that a trim
- * purged less than a purge delay before, at least doubling at the first such refault after each trim
- * (hak_purger_note_refault; memory its deadline purged does not count: a review's program raised the
- * bound at every burst that way), and halves for every ten delays in which no trim found over half of it
- * waiting. So memory freed in a burst and then left alone stays resident up to the bound, not for good,
- * while a program that frees and allocates the same memory in cycles stops being trimmed after its first
- * cycle (doubling alone took three cycles of 200 MiB, each faulted in again; a fixed 32 MiB made
- * cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no live term the lab's
- * `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). Trims also run in a program with threads
+ * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by the trimmed memory the tier takes back within a
+ * purge delay of its last trim, as the trim found it (a mapping's reach, at most the request that takes
+ * it; a slice's resident pages: counted whole, a few MiB taken back raised the bound by 500 MiB in a
+ * review), at least doubling at the first such refault after each trim (hak_purger_note_refault; memory
+ * its deadline purged does not count: a review's program raised the bound at every burst that way), and
+ * halves for every ten delays in which no trim found over half of it waiting. So memory freed in a burst
+ * and then left alone stays resident up to the bound, not for good, while a program that frees and
+ * allocates the same memory in cycles stops being trimmed after its first cycle (doubling alone took
+ * three cycles of 200 MiB, each faulted in again; a fixed 32 MiB made cycles of six 8 MiB blocks 17x
+ * slower, every cycle faulting them in again; with no live term the lab's `big` was 5.6x slower:
+ * docs/notes/2026-11-25-one-thread.md). The price: a program that takes back, within a delay, most of a
+ * burst its frees trimmed keeps that much once idle (up to 1 GiB per tier; doubling got there in more
+ * cycles). Trims also run in a program with threads
  * until the purger runs: memory freed between the first pthread_create and the next allocation waited
  * for good otherwise. */
 #include <pthread.h>

@@ -326,8 +326,9 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   }
   uint64_t purged = bits & seg->purged_slices;
   if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
-  uint64_t trimmed = bits & seg->trimmed_slices;
-  if (trimmed) hak_purger_note_refault(HAK_TRIM_SLICES, (uint64_t)__builtin_popcountll(trimmed) << HAK_SLICE_SHIFT);
+  uint64_t trimmed = bits & seg->trimmed_slices, pages = 0;
+  for (uint64_t m = trimmed; m != 0; m &= m - 1) pages += seg->slice_resident[__builtin_ctzll(m)];
+  if (trimmed) hak_purger_note_refault(HAK_TRIM_SLICES, pages * HAK_OS_PAGE);
   seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
@@ -580,6 +581,10 @@ bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
     if (pthread_mutex_trylock(&seg->slices_lock) != 0) continue; /* busy, or held by this thread's caller */
     uint64_t waited = seg->dirty_slices;
+    /* what each slice holds, for the bound's growth should a page take it back (take_page): the measured
+     * count, or the whole slice */
+    for (uint64_t m = waited & ~seg->measured_slices; m != 0; m &= m - 1)
+      seg->slice_resident[__builtin_ctzll(m)] = SLICE_OS_PAGES;
     purge_locked(seg, 0, true);
     waited &= seg->purged_slices;
     seg->trimmed_slices |= waited;

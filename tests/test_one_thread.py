@@ -20,12 +20,14 @@ def test_single_threaded_program_keeps_one_thread_and_bounded_memory(run_program
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["first-thread", "phases", "learn", "sparse"])
+@pytest.mark.parametrize("case", ["first-thread", "phases", "learn", "cut-down", "sparse"])
 def test_trims_without_a_purger(run_program, variant, case):
     """first-thread: blocks allocated before the program's first thread and freed after it, with no allocation
     to start the purger, come back to the bound (they stayed for good). phases: cycles that free and allocate
     again more than 32 MiB stop being purged (each cycle faulted its memory in again). learn: they stop after
-    the first cycle, the bound growing by what its trims purged (doubling, it took three). sparse: so do cycles of
+    the first cycle, the bound growing by what the next one takes back of what they purged (doubling alone,
+    it took three). cut-down: but by what it takes back, not by the size of a mapping cut down for a small
+    request. sparse: so do cycles of
     64 KiB-aligned small blocks, whose slices hold one resident page each (counted whole, they were purged in
     every cycle). A purge delay of a
     second keeps the trims' learning window wide on a slow machine."""

@@ -21,6 +21,10 @@
  *          mallocs, taking back what those trims purged, raise the bound by it, so from the third cycle on
  *          nothing is faulted in again (doubled once per trim, the bound took three or four cycles, each
  *          faulting in 70-170 MiB again).
+ *   cut-down: a 512 MiB and a 64 MiB block written and freed (trimmed), two 2 MiB blocks taken from those
+ *          mappings (cut down), then 900 blocks of 1 MiB written and freed: the bound grows by the 4 MiB
+ *          taken back, not by the mappings' sizes (counted whole, it kept 550 MiB resident after the
+ *          burst, for good once the program went idle).
  *   sparse: 12 cycles of 20,000 blocks of 100 bytes aligned to 64 KiB, each written and all freed: every
  *          block takes a 64 KiB slice and touches one OS page of it. The trims count what the slices hold
  *          resident (80 MB), not their size (1.25 GiB, above the bound's 1 GiB ceiling), so they stop
@@ -33,7 +37,7 @@
  *   unrelated-reuse DELAY_MS: bursts never reused, with a small block reused between them whose mapping
  *          its deadline purged: that reuse must not raise the trims' bound (it once did, doubling it at
  *          every burst: 405 MiB resident once the program went idle).
- * Usage: test_one_thread auto|first-thread|phases|learn|sparse|off|on|unrelated-reuse DELAY_MS */
+ * Usage: test_one_thread auto|first-thread|phases|learn|cut-down|sparse|off|on|unrelated-reuse DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -216,6 +220,40 @@ static int check_learn(void) {
   return 0;
 }
 
+static int check_cut_down(void) {
+  enum { BURST = 900 };
+  static char *burst[BURST];
+  long start = rss_kib();
+  char *a = malloc((size_t)512 << 20), *b = malloc((size_t)64 << 20);
+  if (a == NULL || b == NULL) return fprintf(stderr, "FAIL cut-down: malloc\n"), 1;
+  memset(a, 1, (size_t)512 << 20);
+  memset(b, 1, (size_t)64 << 20);
+  free(a);
+  free(b);
+  char *k1 = malloc(2 << 20), *k2 = malloc(2 << 20);
+  if (k1 == NULL || k2 == NULL) return fprintf(stderr, "FAIL cut-down: malloc\n"), 1;
+  memset(k1, 2, 2 << 20);
+  memset(k2, 2, 2 << 20);
+  for (int i = 0; i < BURST; i++) {
+    burst[i] = malloc(1 << 20);
+    if (burst[i] == NULL) return fprintf(stderr, "FAIL cut-down: malloc\n"), 1;
+    memset(burst[i], 3, 1 << 20);
+  }
+  for (int i = 0; i < BURST; i++) free(burst[i]);
+  long after = rss_kib();
+  printf("cut-down: %ld KiB more resident than at the start after the burst's frees; threads %d\n", after - start,
+         thread_count());
+  free(k1);
+  free(k2);
+  if (thread_count() != 1) return fprintf(stderr, "FAIL cut-down: a thread started\n"), 1;
+  /* the two kept blocks (4 MiB), the newest burst block, and a bound of 32 MiB doubled once plus the 4 MiB
+   * taken back */
+  if (after - start > (4 + 1 + 2 * 32 + 4) * 1024 + 8192)
+    return fprintf(stderr, "FAIL cut-down: taking back a few MiB of trimmed mappings raised the bound by "
+                           "their whole size\n"), 1;
+  return 0;
+}
+
 static int check_sparse(void) {
   enum { CYCLES = 12, TAIL = 8, COUNT = 20000 };
   static void *blocks[COUNT];
@@ -295,10 +333,11 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "first-thread") == 0) return check_first_thread();
   if (argc == 2 && strcmp(argv[1], "phases") == 0) return check_phases();
   if (argc == 2 && strcmp(argv[1], "learn") == 0) return check_learn();
+  if (argc == 2 && strcmp(argv[1], "cut-down") == 0) return check_cut_down();
   if (argc == 2 && strcmp(argv[1], "sparse") == 0) return check_sparse();
   if (argc == 3 && strcmp(argv[1], "unrelated-reuse") == 0) return check_unrelated_reuse(atol(argv[2]));
   if (argc == 2 && strcmp(argv[1], "off") == 0) return check_off();
   if (argc == 2 && strcmp(argv[1], "on") == 0) return check_on();
-  fprintf(stderr, "usage: test_one_thread auto|first-thread|phases|learn|sparse|off|on|unrelated-reuse DELAY_MS\n");
+  fprintf(stderr, "usage: test_one_thread auto|first-thread|phases|learn|cut-down|sparse|off|on|unrelated-reuse DELAY_MS\n");
   return 2;
 }
