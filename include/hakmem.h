@@ -170,7 +170,10 @@ enum hak_option {
                                 by the environment or hak_option_set takes the new profile's); names
                                 fast|balanced|lean in the environment */
   HAK_OPT_PURGE_DELAY_MS,  /**< HAKMEM_PURGE_DELAY_MS: how long free memory stays committed before it is
-                                returned to the OS; -1 never, 0 at once */
+                                returned to the OS; -1 never, 0 at once. Large blocks: unless the process
+                                has one thread and HAKMEM_BACKGROUND_PURGE is auto, the delay lengthens to
+                                5/4 of the interval at which freed blocks come back after their purge (up
+                                to 32 times this), and halves back for every ten such delays without one */
   HAK_OPT_PURGE_MODE,      /**< HAKMEM_PURGE_MODE: 0 = MADV_DONTNEED (RSS drops at once), 1 = MADV_FREE */
   HAK_OPT_HUGE_PAGES,      /**< HAKMEM_HUGE_PAGES: 1 = ask for transparent huge pages on big mappings */
   HAK_OPT_DRAIN_INTERVAL,  /**< HAKMEM_DRAIN_INTERVAL (also HAKMEM_TINY_SLL_DRAIN_INTERVAL): slow-path
@@ -194,8 +197,8 @@ enum hak_option {
                                  small and medium pages, counted by the pages they hold resident, a
                                  mincore call per segment) when what waits passes the larger of a
                                  bound and what its live blocks hold: the bound starts at 32 MiB and
-                                 grows by the trimmed memory taken back within the purge delay, at
-                                 least doubling once per trim (up to 1 GiB), so memory a program reuses in
+                                 grows by the trimmed memory taken back within the purge delay (up to
+                                 1 GiB), so memory a program reuses in
                                  cycles stays after the first cycle; the newest
                                  freed large block always stays. Names off|on|auto in the environment. 0 in the fast profile, 2
                                  otherwise (since 0.6.0; 1 from 0.4.0) */

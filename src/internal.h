@@ -380,11 +380,14 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
  * first; a free that adds waiting memory without a note calls it itself. The same locks as
  * hak_purger_note. */
 bool hak_purger_trim_if_alone(void);
+/* Whether the purger must wait for a second thread: HAKMEM_BACKGROUND_PURGE=auto while the process has
+ * one thread (its frees trim instead). */
+bool hak_purger_alone(void);
 /* The tiers that trim while no purger runs. */
 enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
 /* A tier takes back memory that a trim had purged (a trimmed cached mapping or trimmed slices), of which
  * the trim found `bytes_back` bytes resident: if the tier's last trim was less than a purge delay ago,
- * its bound grows by them, and at least doubles at the first such refault after each trim (purger.c). */
+ * its bound grows by them (purger.c). */
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
@@ -548,6 +551,7 @@ typedef struct hak_large {
                            * again until the mapping is freed again */
   size_t trimmed_bytes;   /* purged by a trim (hak_large_trim), not by its deadline: what it could hold
                            * then (resident_end); 0 otherwise */
+  bool deadline_purged;   /* purged by its deadline (the tier's delay learns from its reuse: large.c) */
   struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
   struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE

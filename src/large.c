@@ -68,6 +68,50 @@ static struct {
   _Atomic uint64_t live_held; /* what live blocks hold: the sum of held() over them */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
+/* The tier's purge delay learns: a mapping its deadline purged and a request took back within
+ * DELAY_LEARN_MAX times HAKMEM_PURGE_DELAY_MS of its free shows a program reusing its large blocks at that
+ * interval, which the purges turned into page faults (a 64 MiB block every 200 ms, against a 100 ms
+ * delay: 16,384 faults a round). The delay then becomes 5/4 of that interval, so later rounds keep their
+ * pages; it halves back toward the option for every ten learned delays without such a reuse.
+ * Not in a single-threaded program that has no purger (hak_purger_alone): its trims bound what waits,
+ * and a mapping the option's deadline no longer purged went to a trim instead, whose refault raised the
+ * trims' bound at every burst of a review's program (test_one_thread unrelated-reuse: 405 MiB resident). */
+#define DELAY_LEARN_MAX 32
+static struct {
+  _Atomic uint64_t ms;         /* the learned delay; 0 (or anything not above the option's): the option's */
+  _Atomic uint64_t learned_at; /* hak_clock_ms of the last reuse it learned from (or of its last halving) */
+} learned_delay;
+
+/* The purge delay in force for cached mappings: HAKMEM_PURGE_DELAY_MS (0 and -1 as the option says), or a
+ * longer learned one. */
+static long large_delay(void) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  uint64_t learned = atomic_load_explicit(&learned_delay.ms, memory_order_relaxed);
+  return delay > 0 && learned > (uint64_t)delay && !hak_purger_alone() ? (long)learned : delay;
+}
+
+/* A request took back, `interval` ms after its free, a mapping that its deadline purged. */
+static void learn_delay(uint64_t now, uint64_t interval) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (delay <= 0 || interval > (uint64_t)delay * DELAY_LEARN_MAX || hak_purger_alone()) return;
+  uint64_t want = interval + interval / 4;
+  if (want > (uint64_t)delay * DELAY_LEARN_MAX) want = (uint64_t)delay * DELAY_LEARN_MAX;
+  if (want > atomic_load_explicit(&learned_delay.ms, memory_order_relaxed))
+    atomic_store_explicit(&learned_delay.ms, want, memory_order_relaxed);
+  atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
+}
+
+/* Halve the learned delay for every ten of it gone by without a reuse to learn from. */
+static void forget_delay(uint64_t now) {
+  uint64_t learned = atomic_load_explicit(&learned_delay.ms, memory_order_relaxed);
+  if (learned == 0) return;
+  uint64_t at = atomic_load_explicit(&learned_delay.learned_at, memory_order_relaxed);
+  if ((int64_t)(now - at) <= (int64_t)(10 * learned)) return;
+  atomic_store_explicit(&learned_delay.ms, learned / 2 > (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS] ? learned / 2 : 0,
+                        memory_order_relaxed);
+  atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
+}
+
 void hak_large_lock(void) { pthread_mutex_lock(&large.lock); }
 void hak_large_unlock(void) { pthread_mutex_unlock(&large.lock); }
 void hak_large_after_fork_child(void) { pthread_mutex_init(&large.lock, NULL); }
@@ -202,6 +246,7 @@ static void cache_push_head(hak_large *h) {
   large.bytes += h->map_size;
   h->purge_refused = false;
   h->trimmed_bytes = 0;
+  h->deadline_purged = false;
   HAK_COUNT_N(large.unpurged, 1);
   HAK_COUNT_N(large.unpurged_bytes, h->resident_end);
 }
@@ -296,6 +341,10 @@ static hak_large *cache_take(size_t need) {
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
+    if (best->deadline_purged) {
+      uint64_t now = hak_clock_ms();
+      learn_delay(now, now - best->freed_ms);
+    }
     /* what the request takes back of what the trim purged: a mapping cut down to a small request is
      * not faulted in whole */
     if (best->trimmed_bytes != 0)
@@ -522,7 +571,7 @@ void hak_large_free(hak_large *h, void *p) {
 #endif
   hak_counter_add(&large.frees, 1);
   live_add(h, false);
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  long delay = large_delay();
   size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
   if (delay == 0 || h->map_size > cap) {
     large_unmap(h);
@@ -559,7 +608,7 @@ void hak_large_free(hak_large *h, void *p) {
 void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
 
 uint64_t hak_large_purge_due(void) {
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  long delay = large_delay();
   if (delay <= 0 || atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return 0;
   bool locked = hak_lock(&large.lock);
   uint64_t due = large.fresh.tail != NULL ? large.fresh.tail->freed_ms + (uint64_t)delay : 0; /* the oldest */
@@ -591,7 +640,8 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
 /* hak_large_collect with the clock already read (a free has just read it). */
 static void collect_at(bool force, uint64_t now) {
   if (!force && atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return;
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  forget_delay(now);
+  long delay = large_delay();
   if (!force && delay < 0) return;
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
   hak_large *unmap = NULL;
@@ -607,7 +657,7 @@ static void collect_at(bool force, uint64_t now) {
      * entries, and those whose purge was refused, move to the other list: the walk passes only due ones */
     for (hak_large *h = large.fresh.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
-      purge_cached_locked(h, lazy);
+      if (purge_cached_locked(h, lazy)) h->deadline_purged = true;
     }
   }
   hak_unlock(&large.lock, locked);

@@ -46,16 +46,16 @@
  * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by the trimmed memory the tier takes back within a
  * purge delay of its last trim, as the trim found it (a mapping's reach, at most the request that takes
  * it; a slice's resident pages: counted whole, a few MiB taken back raised the bound by 500 MiB in a
- * review), at least doubling at the first such refault after each trim (hak_purger_note_refault; memory
- * its deadline purged does not count: a review's program raised the bound at every burst that way), and
- * halves for every ten delays in which no trim found over half of it waiting. So memory freed in a burst
- * and then left alone stays resident up to the bound, not for good, while a program that frees and
- * allocates the same memory in cycles stops being trimmed after its first cycle (doubling alone took
- * three cycles of 200 MiB, each faulted in again; a fixed 32 MiB made cycles of six 8 MiB blocks 17x
- * slower, every cycle faulting them in again; with no live term the lab's `big` was 5.6x slower:
- * docs/notes/2026-11-25-one-thread.md). The price: a program that takes back, within a delay, most of a
- * burst its frees trimmed keeps that much once idle (up to 1 GiB per tier; doubling got there in more
- * cycles). Trims also run in a program with threads
+ * review) (hak_purger_note_refault; memory its deadline purged does not count: a review's program raised
+ * the bound at every burst that way), and halves for every ten delays in which no trim found over half of
+ * it waiting. So memory freed in a burst and then left alone stays resident up to the bound, not for
+ * good, while a program that frees and allocates the same memory in cycles stops being trimmed after its
+ * first cycle (doubling the bound once per trim took three cycles of 200 MiB, each faulted in again; a
+ * fixed 32 MiB made cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no
+ * live term the lab's `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). The bound never grows
+ * by more than the tier has faulted in again, so a small block reused at every burst raises it by its
+ * own size, not twofold (as doubling did). The price: a program that takes back, within a delay, most of
+ * a burst its frees trimmed keeps that much once idle (up to 1 GiB per tier). Trims also run in a program with threads
  * until the purger runs: memory freed between the first pthread_create and the next allocation waited
  * for good otherwise. */
 #include <pthread.h>
@@ -88,9 +88,7 @@ static bool idle_purging_on(void) {
   return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] != 0 && hak_opts.value[HAK_OPT_PURGE_DELAY_MS] > 0;
 }
 
-/* Whether the purger must wait for a second thread: HAKMEM_BACKGROUND_PURGE=auto while the process has
- * one thread. */
-static bool alone(void) { return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 2 && hak_single_threaded(); }
+bool hak_purger_alone(void) { return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] == 2 && hak_single_threaded(); }
 
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
@@ -169,7 +167,6 @@ static void *purger_main(void *arg) {
 static struct trim_bound {
   _Atomic uint64_t bytes;      /* 0: HAK_PURGER_START_BYTES */
   _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something; 0: none */
-  _Atomic uint64_t doubled_ms; /* the trim whose refaults have doubled the bound (one doubling per trim) */
   _Atomic uint64_t needed_ms;  /* the last raise, or the last trim that found over half the bound waiting */
 } bounds[HAK_TRIM_TIERS];
 
@@ -202,10 +199,7 @@ void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back) {
   uint64_t now = hak_clock_ms();
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   if (delay <= 0 || older_than(trimmed, now, (uint64_t)delay)) return; /* its deadline was past anyway */
-  uint64_t bytes = bound_now(b, now, delay);
-  uint64_t raised = bytes + (bytes_back < TRIM_BOUND_MAX ? bytes_back : TRIM_BOUND_MAX);
-  if (atomic_exchange_explicit(&b->doubled_ms, trimmed, memory_order_relaxed) != trimmed && raised < 2 * bytes)
-    raised = 2 * bytes;
+  uint64_t raised = bound_now(b, now, delay) + (bytes_back < TRIM_BOUND_MAX ? bytes_back : TRIM_BOUND_MAX);
   atomic_store_explicit(&b->bytes, raised < TRIM_BOUND_MAX ? raised : TRIM_BOUND_MAX, memory_order_relaxed);
   atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
 }
@@ -274,7 +268,7 @@ void hak_purger_note_growth(void) {
 }
 
 void hak_purger_start_pending(void) {
-  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING) || alone()) return;
+  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING) || hak_purger_alone()) return;
   pthread_mutex_lock(&purger.lock);
   bool start = atomic_load_explicit(&purger.state, memory_order_relaxed) == PENDING;
   if (start) atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);
