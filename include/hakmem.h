@@ -182,8 +182,11 @@ enum hak_option {
                                 0 (the default) = self-tuned per thread: the interval doubles when a page
                                 handed back is soon needed again and shrinks while pages sit unused */
   HAK_OPT_LARGE_CACHE_MB,  /**< HAKMEM_LARGE_CACHE_MB: most megabytes of freed large blocks kept with their
-                                 pages; past it the oldest are purged, kept mapped up to four times as
-                                 many megabytes and 4096 blocks (since 0.7.0; before, unmapped) */
+                                 pages; past it the oldest are purged (MADV_DONTNEED), kept mapped up
+                                 to four times as many megabytes (once under a finite RLIMIT_AS or
+                                 vm.overcommit_memory=2) and 4096 blocks; unmapped instead with
+                                 HAKMEM_PURGE_MODE=free or locked memory (since 0.7.0; before, always
+                                 unmapped) */
   HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: whether a background thread purges freed large
                                  blocks and the free slices of every segment (idle threads' too) after
                                  the purge delay even while the program makes no call; started only once

@@ -6,8 +6,9 @@
  * half its size) and resizes it with mremap, its faulted-in pages coming along, rather than mapping
  * fresh memory beside a cache that keeps growing.
  * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay, or at once, oldest
- * first, when those not purged pass HAKMEM_LARGE_CACHE_MB; they are unmapped when the cache maps four
- * times that or reaches its entry limit, purged ones first, oldest first. The cache is
+ * first, with MADV_DONTNEED, when what they may hold passes HAKMEM_LARGE_CACHE_MB (unmapped then under
+ * MADV_FREE or locked memory); they are unmapped when the cache maps four times that (once where address
+ * space is scarce) or reaches its entry limit, purged ones first, oldest first. The cache is
  * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
  * Realloc grows in place or moves the pages with mremap instead of copying. */
 #include <limits.h>
@@ -64,6 +65,8 @@ static struct {
   size_t bytes;
   _Atomic uint64_t unpurged; /* cached mappings not purged yet (nor refused) */
   _Atomic uint64_t unpurged_bytes; /* what they may hold resident: the sum of their resident_end */
+  size_t resident; /* what every cached mapping may hold resident (lazily purged and refused ones too):
+                      the sum of their resident_end, a page for each one purged with MADV_DONTNEED */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
   _Atomic uint64_t live_held; /* what live blocks hold: the sum of held() over them */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
@@ -232,6 +235,7 @@ static void cache_unlink(hak_large *h) {
   bin_remove(h);
   HAK_COUNT_N(large.count, (uint64_t)-1);
   large.bytes -= h->map_size;
+  large.resident -= h->resident_end;
   if (!h->purged && !h->purge_refused) {
     HAK_COUNT_N(large.unpurged, (uint64_t)-1);
     HAK_COUNT_N(large.unpurged_bytes, (uint64_t)0 - h->resident_end);
@@ -244,6 +248,7 @@ static void cache_push_head(hak_large *h) {
   bin_insert(h);
   HAK_COUNT_N(large.count, 1);
   large.bytes += h->map_size;
+  large.resident += h->resident_end;
   h->purge_refused = false;
   h->trimmed_bytes = 0;
   h->deadline_purged = false;
@@ -257,6 +262,30 @@ static void set_released_tail(hak_large *h, size_t tail) {
   else hak_os_recommit(h->released_tail - tail);
   h->released_tail = tail;
 }
+
+/* Put back in the cache a mapping that hak_large_free took out and purged with MADV_DONTNEED outside the
+ * lock: at the head of the purged list, most recently purged first. */
+static void cache_push_purged(hak_large *h) {
+  h->purged = true;
+  h->zero = true;
+  h->purge_refused = false;
+  h->trimmed_bytes = 0;
+  h->deadline_purged = false;
+  h->resident_end = HAK_OS_PAGE;
+  set_released_tail(h, 0); /* the purge took the whole mapping off the count */
+  bool locked = hak_lock(&large.lock);
+  list_push_head(&large.purged, h);
+  bin_insert(h);
+  HAK_COUNT_N(large.count, 1);
+  large.bytes += h->map_size;
+  large.resident += h->resident_end;
+  hak_unlock(&large.lock, locked);
+}
+
+/* The most bytes the cache keeps mapped for a cap of `cap` on what it holds: CACHE_MAPPED_CAPS times it,
+ * or the cap itself where address space or commit charge is scarce (hak_os_address_space_tight: under
+ * `ulimit -v` the program's own mmap and pthread_create failed beside a cache that held four caps). */
+static size_t mapped_cap(size_t cap) { return hak_os_address_space_tight() ? cap : CACHE_MAPPED_CAPS * cap; }
 
 /* The mapping's block now reaches `need` bytes from the header: those may be touched and count as committed. */
 static void block_reaches(hak_large *h, size_t need) {
@@ -579,10 +608,11 @@ void hak_large_free(hak_large *h, void *p) {
   }
   uint64_t now = hak_clock_ms(); /* kept here: once unlocked, h may be taken or unmapped by another thread */
   h->freed_ms = now;
-  hak_large *evict = NULL;
+  hak_large *evict = NULL, *purge = NULL;
+  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
   bool locked = hak_lock(&large.lock);
   cache_push_head(h);
-  while (large.bytes > CACHE_MAPPED_CAPS * cap ||
+  while ((large.bytes > cap && large.bytes > mapped_cap(cap)) ||
          atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {
     hak_large *old = large.purged.tail != NULL ? large.purged.tail : large.fresh.tail; /* the cheapest to lose */
     cache_unlink(old);
@@ -590,12 +620,31 @@ void hak_large_free(hak_large *h, void *p) {
     evict = old;
   }
   /* over the cap, the oldest unpurged mappings are purged, not unmapped: a mapping that holds nothing
-   * costs no memory, and a later request takes it without two system calls */
-  bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
-  while (atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed) > cap && large.fresh.tail != h)
-    purge_cached_locked(large.fresh.tail, lazy);
+   * costs no memory, and a later request takes it without two system calls. Out of the cache while the
+   * lock is dropped: purging 900 MiB under it stalled every other large malloc for 30 ms (a review).
+   * With MADV_FREE (which leaves the pages counted) mappings are unmapped instead, purged and refused ones
+   * first, as they are when locked memory refuses the purge */
+  while (large.resident > cap) {
+    hak_large *old = large.fresh.tail;
+    bool purging = !lazy && old != NULL && old != h;
+    if (!purging) old = large.purged.tail != NULL ? large.purged.tail : old;
+    if (old == NULL || old == h) break; /* h alone fits the cap */
+    cache_unlink(old);
+    old->next = purging ? purge : evict;
+    *(purging ? &purge : &evict) = old;
+  }
   uint64_t cached_bytes = large.bytes;
   hak_unlock(&large.lock, locked);
+  while (purge != NULL) {
+    hak_large *next = purge->next;
+    if (hak_os_purge((uint8_t *)purge + HAK_OS_PAGE, purge->map_size - HAK_OS_PAGE, false) == 0) {
+      cache_push_purged(purge);
+    } else {
+      purge->next = evict;
+      evict = purge;
+    }
+    purge = next;
+  }
   while (evict != NULL) {
     hak_large *next = evict->next;
     large_unmap(evict);
@@ -627,7 +676,10 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
   if (hak_os_purge((uint8_t *)h + HAK_OS_PAGE, h->map_size - HAK_OS_PAGE, lazy) == 0) {
     h->purged = true;
     h->zero = !lazy;
-    if (!lazy) h->resident_end = HAK_OS_PAGE; /* MADV_FREE pages stay until the kernel needs them */
+    if (!lazy) { /* MADV_FREE pages stay until the kernel needs them */
+      large.resident -= h->resident_end - HAK_OS_PAGE;
+      h->resident_end = HAK_OS_PAGE;
+    }
     set_released_tail(h, 0); /* the purge took the whole mapping off the count */
   } else {
     /* refused (locked memory): not tried again while it stays cached, and no deadline of its own

@@ -2,11 +2,14 @@
 #include "os.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 struct hak_os_counters hak_os_counters;
 
@@ -193,6 +196,23 @@ int hak_os_purge(void *addr, size_t size, bool lazy) {
 }
 
 void hak_os_recommit(size_t size) { count_commit((int64_t)size); }
+
+bool hak_os_address_space_tight(void) {
+  static _Atomic int answer; /* 0: not read yet, 1: tight, 2: not */
+  int known = atomic_load_explicit(&answer, memory_order_relaxed);
+  if (known != 0) return known == 1;
+  struct rlimit limit;
+  bool tight = getrlimit(RLIMIT_AS, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY;
+  char mode = '0';
+  int fd = open("/proc/sys/vm/overcommit_memory", O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    if (read(fd, &mode, 1) != 1) mode = '0';
+    close(fd);
+  }
+  tight |= mode == '2';
+  atomic_store_explicit(&answer, tight ? 1 : 2, memory_order_relaxed);
+  return tight;
+}
 
 void hak_os_uncommit(size_t size) { count_commit(-(int64_t)size); }
 

@@ -76,6 +76,10 @@ void hak_os_uncommit(size_t size);
 /** Which pages of [addr, addr+size) (page-aligned, mapped) are resident: one byte per page in `vec`,
  *  bit 0 set if resident (mincore). Returns 0 or errno. */
 int hak_os_resident(void *addr, size_t size, unsigned char *vec);
+/** Whether address space or commit charge is scarce for this process: a finite RLIMIT_AS, or the
+ *  kernel's strict overcommit (vm.overcommit_memory=2), where every writable private mapping is charged
+ *  whether or not it holds pages. Read once, at the first call; later calls return that answer. */
+bool hak_os_address_space_tight(void);
 /** Counted madvise with any advice (MADV_WILLNEED, MADV_HUGEPAGE, ...). Returns 0 or errno. */
 int hak_os_advise(void *addr, size_t size, int advice);
 /** Resize a mapping with mremap. With target NULL only in place; otherwise the pages move onto

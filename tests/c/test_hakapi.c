@@ -345,6 +345,21 @@ static void check_stats(void) {
   CHECK(c1b.mapped_bytes - c1c.mapped_bytes >= 3 * MiB, "freeing 18 MiB of large blocks under a 4 MiB cache "
         "unmapped only %llu bytes", (unsigned long long)(c1b.mapped_bytes - c1c.mapped_bytes));
   CHECK(DELTA(c1b, c1c, munmap_calls) >= 1, "no munmap call for 18 MiB under a 4 MiB cache (16 MiB mapped)");
+  /* MADV_FREE leaves the pages counted as resident: past the cap the mappings are unmapped, as before */
+  H.collect(true);
+  long saved_mode = H.option_get(HAK_OPT_PURGE_MODE);
+  CHECK_EQ(H.option_set(HAK_OPT_PURGE_MODE, 1), 0, "hak_option_set(PURGE_MODE, 1)");
+  CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 8), 0, "hak_option_set(LARGE_CACHE_MB, 8)");
+  for (int i = 0; i < 6; i++) {
+    blocks[i] = must_malloc(3 * MiB);
+    memset(blocks[i], 1, 3 * MiB);
+  }
+  struct hak_stats c1d = snap();
+  for (int i = 0; i < 6; i++) free(blocks[i]);
+  struct hak_stats c1e = snap();
+  CHECK(DELTA(c1d, c1e, munmap_calls) >= 4, "%llu munmap calls for six 3 MiB blocks under an 8 MiB cache with "
+        "MADV_FREE", DELTA(c1d, c1e, munmap_calls));
+  CHECK_EQ(H.option_set(HAK_OPT_PURGE_MODE, saved_mode), 0, "restoring PURGE_MODE");
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 1), 0, "hak_option_set(LARGE_CACHE_MB, 1)");
   void *over = must_malloc(3 * MiB);
   struct hak_stats c2 = snap();
