@@ -215,6 +215,14 @@ static void *live_remote_thread(void *arg) {
   return NULL;
 }
 
+/* Six blocks of 3 MiB, each written in full (the large-cache cap checks). */
+static void six_written_blocks(void **blocks) {
+  for (int i = 0; i < 6; i++) {
+    blocks[i] = must_malloc(3 * MiB);
+    memset(blocks[i], 1, 3 * MiB);
+  }
+}
+
 static void check_stats(void) {
   tc_section("hak_stats_get: argument, per-tier counters, frees, remote frees, threads");
   CHECK_EQ(H.stats_get_sized(NULL, sizeof(struct hak_stats)), EINVAL, "hak_stats_get_sized(NULL)");
@@ -318,10 +326,7 @@ static void check_stats(void) {
   long saved_cap = H.option_get(HAK_OPT_LARGE_CACHE_MB);
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 8), 0, "hak_option_set(LARGE_CACHE_MB, 8)");
   void *blocks[6];
-  for (int i = 0; i < 6; i++) {
-    blocks[i] = must_malloc(3 * MiB);
-    memset(blocks[i], 1, 3 * MiB);
-  }
+  six_written_blocks(blocks);
   struct hak_stats c0 = snap();
   for (int i = 0; i < 6; i++) free(blocks[i]);
   struct hak_stats c1 = snap();
@@ -350,10 +355,7 @@ static void check_stats(void) {
   long saved_mode = H.option_get(HAK_OPT_PURGE_MODE);
   CHECK_EQ(H.option_set(HAK_OPT_PURGE_MODE, 1), 0, "hak_option_set(PURGE_MODE, 1)");
   CHECK_EQ(H.option_set(HAK_OPT_LARGE_CACHE_MB, 8), 0, "hak_option_set(LARGE_CACHE_MB, 8)");
-  for (int i = 0; i < 6; i++) {
-    blocks[i] = must_malloc(3 * MiB);
-    memset(blocks[i], 1, 3 * MiB);
-  }
+  six_written_blocks(blocks);
   struct hak_stats c1d = snap();
   for (int i = 0; i < 6; i++) free(blocks[i]);
   struct hak_stats c1e = snap();
