@@ -23,8 +23,9 @@
  * one cycling through 2000 mapped and unmapped half of them (docs/notes/2026-11-25-large-cache-purge.md).
  * Each cached mapping is one VMA (two with a guard page), of the kernel's 65,530 by default. */
 #define LARGE_CACHE_ENTRIES 4096
-/* The cache keeps at most HAKMEM_LARGE_CACHE_MB of mappings unpurged (what they may hold resident) and
- * this many times as much mapped in all (address space, and commit charge under strict overcommit). */
+/* The cache's mappings may hold at most HAKMEM_LARGE_CACHE_MB resident (large.resident), and it maps at
+ * most this many times as much in all (address space, and commit charge under strict overcommit; once
+ * the cap where those are scarce: mapped_cap). */
 #define CACHE_MAPPED_CAPS 4
 /* Size bins: four per power of two of pages (bin_of), up to the largest mapping (2^47 bytes). */
 #define CACHE_BINS 144
