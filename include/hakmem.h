@@ -202,10 +202,10 @@ enum hak_option {
                                  mincore call per segment) when what waits passes the larger of a
                                  bound and what its live blocks hold: the bound starts at 32 MiB and
                                  grows by the trimmed memory taken back within the purge delay (up to
-                                 1 GiB), so memory a program reuses in
-                                 cycles stays after the first cycle; the newest
-                                 freed large block always stays. Names off|on|auto in the environment. 0 in the fast profile, 2
-                                 otherwise (since 0.6.0; 1 from 0.4.0) */
+                                 1 GiB), so memory a program reuses in cycles stays after the first
+                                 cycle; the newest freed large block always stays. Names off|on|auto in
+                                 the environment. 0 in the fast profile, 2 otherwise (since 0.6.0; 1
+                                 from 0.4.0) */
   HAK_OPT_COUNT
 };
 

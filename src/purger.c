@@ -55,9 +55,9 @@
  * live term the lab's `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). The bound never grows
  * by more than the tier has faulted in again, so a small block reused at every burst raises it by its
  * own size, not twofold (as doubling did). The price: a program that takes back, within a delay, most of
- * a burst its frees trimmed keeps that much once idle (up to 1 GiB per tier). Trims also run in a program with threads
- * until the purger runs: memory freed between the first pthread_create and the next allocation waited
- * for good otherwise. */
+ * a burst its frees trimmed keeps that much once idle (up to 1 GiB per tier). Trims also run in a
+ * program with threads until the purger runs: memory freed between the first pthread_create and the next
+ * allocation waited for good otherwise. */
 #include <pthread.h>
 
 #include "sync.h"
