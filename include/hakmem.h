@@ -189,10 +189,7 @@ enum hak_option {
                                  to four times as many megabytes (once under a finite RLIMIT_AS or
                                  vm.overcommit_memory=2) and 4096 blocks; unmapped instead with
                                  HAKMEM_PURGE_MODE=free or locked memory (since 0.7.0; before, always
-                                 unmapped). Left at its profile's value, the cap rises to what brings
-                                 the large tier back to its peak of live blocks when that is more (freed
-                                 memory never takes the tier past its peak); set (environment or
-                                 hak_option_set), it is a hard cap. 0: no cache */
+                                 unmapped) */
   HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: whether a background thread purges freed large
                                  blocks and the free slices of every segment (idle threads' too) after
                                  the purge delay even while the program makes no call; started only once

@@ -340,7 +340,6 @@ static void heap_maintain(hak_heap *heap, bool force) {
     heap->counts_folded_at = heap->slow_events;
   }
   uint64_t now = hak_clock_ms();
-  hak_purger_note_pass(HAK_TRIM_SLICES, now);
   bool purge_pending = false;
   for (hak_segment *seg = heap->segments; seg != NULL; seg = seg->next) {
     purge_pending |= hak_segment_purge(seg, now, force);

@@ -348,8 +348,6 @@ extern hak_options hak_opts;
 void hak_options_init(void);
 /* One line on stderr with every option's value in force (HAKMEM_VERBOSE=2, at start). */
 void hak_options_print(void);
-/* Whether the option's value came from the environment or hak_option_set rather than a profile. */
-bool hak_option_explicit(enum hak_option opt);
 /* Symbolic name of an option's value ("balanced"...), or NULL if it has none. */
 const char *hak_option_value_name(enum hak_option option, long value);
 
@@ -392,8 +390,8 @@ bool hak_purger_alone(void);
 /* The tiers that trim while no purger runs. */
 enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
 /* A tier takes back memory that a trim had purged (a trimmed cached mapping or trimmed slices), of which
- * the trim found `bytes_back` bytes resident: unless a deadline pass of the tier ran a purge delay or more
- * after its last trim (and would have purged that memory anyway), its bound grows by them (purger.c). */
+ * the trim found `bytes_back` bytes resident: if the tier's last trim was less than a purge delay ago,
+ * its bound grows by them (purger.c). */
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
 /* The purge delay in force at time `now` for large mappings and free slices: HAKMEM_PURGE_DELAY_MS (0 and
  * -1 as the option says), or a longer one learned from memory its deadline purged and a request took
@@ -405,9 +403,6 @@ bool hak_purge_delay_learned(void);
 /* A request took back, `interval` ms after it was freed, memory its deadline purged (`purged`), or memory
  * still unpurged (which keeps a learned delay from halving when the interval passes the option's). */
 void hak_purge_delay_learn(uint64_t now, uint64_t interval, bool purged);
-/* A deadline pass of the tier (large.c's collection, a heap's maintenance for the slices) ran at `now`:
- * the time hak_purger_note_refault compares with the last trim. */
-void hak_purger_note_pass(enum hak_trim_tier tier, uint64_t now);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);

@@ -6,9 +6,8 @@
  * half its size) and resizes it with mremap, its faulted-in pages coming along, rather than mapping
  * fresh memory beside a cache that keeps growing.
  * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay, or at once, oldest
- * first, with MADV_DONTNEED, when what they may hold passes HAKMEM_LARGE_CACHE_MB, or what brings the
- * tier back to its peak of live blocks if the option was left at its default (cache_cap; unmapped then
- * under MADV_FREE or locked memory); they are unmapped when the cache maps four times that (once where address
+ * first, with MADV_DONTNEED, when what they may hold passes HAKMEM_LARGE_CACHE_MB (unmapped then under
+ * MADV_FREE or locked memory); they are unmapped when the cache maps four times that (once where address
  * space is scarce) or reaches its entry limit, purged ones first, oldest first. The cache is
  * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
  * Realloc grows in place or moves the pages with mremap instead of copying. */
@@ -71,8 +70,6 @@ static struct {
                       the sum of their resident_end, a page for each one purged with MADV_DONTNEED */
   _Atomic uint64_t hits, misses, allocs, alloc_bytes, frees;
   _Atomic uint64_t live_held; /* what live blocks hold: the sum of held() over them */
-  _Atomic uint64_t live_peak; /* the most live_held has reached, as the frees saw it (cache_cap) */
-  _Atomic bool purge_refused; /* the kernel has refused a purge (locked memory): cache_cap stays at the option */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void hak_large_lock(void) { pthread_mutex_lock(&large.lock); }
@@ -97,36 +94,6 @@ uint64_t hak_large_live_bytes(void) { return atomic_load_explicit(&large.live_he
 static size_t held(const hak_large *h) { return h->map_size - h->released_tail; }
 static void live_add(const hak_large *h, bool add) {
   hak_counter_add(&large.live_held, add ? (uint64_t)held(h) : (uint64_t)0 - held(h));
-}
-
-/* What the cache may hold resident (large.resident) while `live` bytes are live: HAKMEM_LARGE_CACHE_MB;
- * unless the option was set (then it is a hard cap), more if the tier's live blocks once held more: up to
- * what brings the tier back to that peak. Not where purges leave the pages resident (under MADV_FREE,
- * which keeps them counted; under mlockall(MCL_FUTURE) or once the kernel refused a purge: locked memory
- * would stay for good), nor where address space is scarce (the mapped bound is then the cap itself, and
- * a program's own mmap failed under `ulimit -v` beside a cache as large as its peak). Memory the program had live keeps its pages while it waits for
- * reuse, and the cache never takes the tier past the larger of its peak and the live blocks plus the
- * option. With the option alone, a 2 GiB working set of 1 MiB blocks, freed and allocated again in
- * cycles, had half of it purged and faulted in again at every cycle (2x mimalloc's time;
- * docs/notes/2026-11-25-peak-cache-cap.md). 0 keeps no cache. The purge delay still gives it all back
- * once the program stops reusing it. */
-static size_t cache_cap(uint64_t live) {
-  size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
-  if (cap == 0 || hak_option_explicit(HAK_OPT_LARGE_CACHE_MB) || hak_opts.value[HAK_OPT_PURGE_MODE] == 1 ||
-      atomic_load_explicit(&large.purge_refused, memory_order_relaxed) || hak_os_mappings_populated() ||
-      hak_os_address_space_tight())
-    return cap;
-  uint64_t peak = atomic_load_explicit(&large.live_peak, memory_order_relaxed);
-  return peak > live && peak - live > cap ? (size_t)(peak - live) : cap;
-}
-
-/* A free is about to take `live` bytes off the live count: the peak is raised to it if below. */
-static void note_live_peak(uint64_t live) {
-  uint64_t peak = atomic_load_explicit(&large.live_peak, memory_order_relaxed);
-  while (live > peak &&
-         !atomic_compare_exchange_weak_explicit(&large.live_peak, &peak, live, memory_order_relaxed,
-                                                memory_order_relaxed)) {
-  }
 }
 
 #if HAK_SECURE
@@ -595,9 +562,8 @@ void hak_large_free(hak_large *h, void *p) {
   hak_large_check(h, true);
 #endif
   hak_counter_add(&large.frees, 1);
-  note_live_peak(atomic_load_explicit(&large.live_held, memory_order_relaxed));
   live_add(h, false);
-  size_t cap = cache_cap(atomic_load_explicit(&large.live_held, memory_order_relaxed));
+  size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
   if (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0 || h->map_size > cap) {
     large_unmap(h);
     return;
@@ -637,7 +603,6 @@ void hak_large_free(hak_large *h, void *p) {
     if (hak_os_purge((uint8_t *)purge + HAK_OS_PAGE, purge->map_size - HAK_OS_PAGE, false) == 0) {
       cache_push_purged(purge);
     } else {
-      atomic_store_explicit(&large.purge_refused, true, memory_order_relaxed);
       purge->next = evict;
       evict = purge;
     }
@@ -683,14 +648,12 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
     /* refused (locked memory): not tried again while it stays cached, and no deadline of its own
      * (retried a delay later, it cost a failing madvise and a purger wake-up every delay, for good) */
     h->purge_refused = true;
-    atomic_store_explicit(&large.purge_refused, true, memory_order_relaxed);
   }
   return h->purged;
 }
 
 /* hak_large_collect with the clock already read (a free has just read it). */
 static void collect_at(bool force, uint64_t now) {
-  hak_purger_note_pass(HAK_TRIM_LARGE, now);
   if (!force && atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return;
   long delay = hak_purge_delay(now);
   if (!force && delay < 0) return;

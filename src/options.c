@@ -112,10 +112,6 @@ static void mark_explicit(enum hak_option opt) {
   atomic_fetch_or_explicit(&explicitly_set, (uint32_t)1 << opt, memory_order_relaxed);
 }
 
-bool hak_option_explicit(enum hak_option opt) {
-  return (atomic_load_explicit(&explicitly_set, memory_order_relaxed) >> opt) & 1;
-}
-
 /* The presets of `profile` for every option not set explicitly. */
 static void apply_profile(long profile) {
   uint32_t explicit_mask = atomic_load_explicit(&explicitly_set, memory_order_relaxed);

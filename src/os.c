@@ -234,12 +234,6 @@ uint64_t hak_clock_ms(void) {
   return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
-uint64_t hak_os_cpu_ms(void) {
-  struct timespec ts;
-  if (clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) != 0) return 0;
-  return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
 int hak_os_thread_start(void *(*main)(void *)) {
   pthread_attr_t attr;
   pthread_t th;

@@ -90,9 +90,6 @@ void *hak_os_remap(void *addr, size_t old_size, size_t new_size, void *target);
  *  precise one takes 23 (this VM), and its resolution of one kernel tick (1-10 ms) is finer than any
  *  purge delay needs. */
 uint64_t hak_clock_ms(void);
-/** CPU time the process has used, in milliseconds (a system call: for rare events only); 0 if the clock
- *  cannot be read. */
-uint64_t hak_os_cpu_ms(void);
 /** Start a detached background thread running main(NULL) with every signal blocked (the program's
  *  handlers never run on it). Returns 0 or pthread_create's error. May allocate: call it holding no allocator lock. */
 int hak_os_thread_start(void *(*main)(void *));

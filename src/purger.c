@@ -43,22 +43,19 @@
  * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
  * every waiting slice once the pages they hold resident pass it, measured with mincore before a trim,
  * empty pages not handed back yet not counted). A bound starts at
- * HAK_PURGER_START_BYTES and grows (up to 1 GiB, or the tier's peak of live memory if higher:
- * bound_ceiling) by the trimmed memory the tier takes back before its deadline would have purged it: within
- * a purge delay of its last trim, or later with no deadline pass between and the program working (not
- * asleep) from the trim on (hak_purger_note_refault). It grows by that memory as the trim found it (a
- * mapping's reach, at most the request that takes it; a slice's resident pages: counted whole, a few MiB
- * taken back raised the bound by 500 MiB in a review); memory its deadline purged does not count (a
- * review's program raised the bound at every burst that way). It halves for every ten delays in which no trim found over half of
+ * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by the trimmed memory the tier takes back within a
+ * purge delay of its last trim, as the trim found it (a mapping's reach, at most the request that takes
+ * it; a slice's resident pages: counted whole, a few MiB taken back raised the bound by 500 MiB in a
+ * review) (hak_purger_note_refault; memory its deadline purged does not count: a review's program raised
+ * the bound at every burst that way), and halves for every ten delays in which no trim found over half of
  * it waiting. So memory freed in a burst and then left alone stays resident up to the bound, not for
  * good, while a program that frees and allocates the same memory in cycles stops being trimmed after its
  * first cycle (doubling the bound once per trim took three cycles of 200 MiB, each faulted in again; a
  * fixed 32 MiB made cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no
  * live term the lab's `big` was 5.6x slower: docs/notes/2026-11-25-one-thread.md). The bound never grows
  * by more than the tier has faulted in again, so a small block reused at every burst raises it by its
- * own size, not twofold (as doubling did). The price: a program that takes back, before a deadline would
- * have purged it, most of a burst its frees trimmed keeps that much once idle (up to 1 GiB per tier, or
- * its peak of live memory). Trims also run in a
+ * own size, not twofold (as doubling did). The price: a program that takes back, within a delay, most of
+ * a burst its frees trimmed keeps that much once idle (up to 1 GiB per tier). Trims also run in a
  * program with threads until the purger runs: memory freed between the first pthread_create and the next
  * allocation waited for good otherwise. */
 #include <pthread.h>
@@ -237,27 +234,10 @@ static struct trim_bound {
   _Atomic uint64_t bytes;      /* 0: HAK_PURGER_START_BYTES */
   _Atomic uint64_t trimmed_ms; /* the tier's last trim that purged something; 0: none */
   _Atomic uint64_t needed_ms;  /* the last raise, or the last trim that found over half the bound waiting */
-  _Atomic uint64_t live_peak;  /* the most the tier's live blocks held at a trim */
-  _Atomic uint64_t pass_ms;    /* the tier's last deadline pass since its first trim (hak_purger_note_pass) */
-  _Atomic uint64_t trimmed_cpu_ms; /* the process's CPU time at that trim (hak_os_cpu_ms) */
-  _Atomic uint64_t judged_ms;  /* the trim (trimmed_ms) whose memory came back a delay later at least once */
-  _Atomic bool judged_busy;    /* whether the program kept working from that trim to that first take */
 } bounds[HAK_TRIM_TIERS];
 
-/* The most a bound reaches unless the tier's live blocks once held more (bound_ceiling). */
+/* The most a bound reaches: what a single-threaded program that goes idle may keep waiting per tier. */
 #define TRIM_BOUND_MAX ((uint64_t)1 << 30)
-
-/* The most a bound reaches: what a single-threaded program that goes idle may keep waiting per tier.
- * TRIM_BOUND_MAX, or the tier's peak of live memory if higher: keeping up to that peak never takes the
- * tier past the footprint it had, and with 1 GiB alone a cycled 2 GiB working set of 1 MiB blocks had
- * half of it trimmed and faulted in again at every cycle (docs/notes/2026-11-25-peak-cache-cap.md). The
- * peak is read at trims, after the free that calls them took its block off: 1/32 more makes up for that
- * block (exactly the peak, one mapping of such a cycle was trimmed at every cycle). */
-static uint64_t bound_ceiling(const struct trim_bound *b) {
-  uint64_t peak = atomic_load_explicit(&b->live_peak, memory_order_relaxed);
-  peak += peak / 32;
-  return peak > TRIM_BOUND_MAX ? peak : TRIM_BOUND_MAX;
-}
 
 /* Whether time `t` lies more than `span` ms before `now` (signed: another thread may have stored a time
  * read after `now`). */
@@ -278,39 +258,15 @@ static uint64_t bound_now(struct trim_bound *b, uint64_t now, long delay) {
   return bytes > HAK_PURGER_START_BYTES ? bytes : HAK_PURGER_START_BYTES;
 }
 
-void hak_purger_note_pass(enum hak_trim_tier tier, uint64_t now) {
-  struct trim_bound *b = &bounds[tier];
-  if (atomic_load_explicit(&b->trimmed_ms, memory_order_relaxed) != 0 &&
-      atomic_load_explicit(&b->pass_ms, memory_order_relaxed) != now)
-    atomic_store_explicit(&b->pass_ms, now, memory_order_relaxed);
-}
-
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back) {
   struct trim_bound *b = &bounds[tier];
   uint64_t trimmed = atomic_load_explicit(&b->trimmed_ms, memory_order_relaxed);
   if (trimmed == 0) return;
   uint64_t now = hak_clock_ms();
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  if (delay <= 0) return;
-  /* Taken back more than a delay after the trim, the memory would have waited out its deadline: the
-   * trim cost this refault only if nothing would have purged it meanwhile. A deadline pass a delay or
-   * more after the trim would have. Without one, the program either slept (a purger would have purged it;
-   * its trims stand in for that purger: test_one_thread unrelated-reuse) or kept working (nothing would
-   * have: a 2 GiB working set of 1 MiB blocks, allocated again over 0.7 s with no free, had most of it
-   * trimmed and faulted in again at every cycle). Working means using CPU for at least half the time
-   * from the trim to the first take of its memory a delay later: the takes after it fault the memory in,
-   * which a later reading would count as work. */
-  if (older_than(trimmed, now, (uint64_t)delay)) {
-    if (older_than(trimmed, atomic_load_explicit(&b->pass_ms, memory_order_relaxed), (uint64_t)delay)) return;
-    if (atomic_load_explicit(&b->judged_ms, memory_order_relaxed) != trimmed) {
-      uint64_t cpu = hak_os_cpu_ms() - atomic_load_explicit(&b->trimmed_cpu_ms, memory_order_relaxed);
-      atomic_store_explicit(&b->judged_busy, 2 * cpu >= now - trimmed, memory_order_relaxed);
-      atomic_store_explicit(&b->judged_ms, trimmed, memory_order_relaxed);
-    }
-    if (!atomic_load_explicit(&b->judged_busy, memory_order_relaxed)) return;
-  }
-  uint64_t most = bound_ceiling(b), raised = bound_now(b, now, delay) + (bytes_back < most ? bytes_back : most);
-  atomic_store_explicit(&b->bytes, raised < most ? raised : most, memory_order_relaxed);
+  if (delay <= 0 || older_than(trimmed, now, (uint64_t)delay)) return; /* its deadline was past anyway */
+  uint64_t raised = bound_now(b, now, delay) + (bytes_back < TRIM_BOUND_MAX ? bytes_back : TRIM_BOUND_MAX);
+  atomic_store_explicit(&b->bytes, raised < TRIM_BOUND_MAX ? raised : TRIM_BOUND_MAX, memory_order_relaxed);
   atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
 }
 
@@ -321,14 +277,9 @@ static __attribute__((noinline)) void trim_tiers(long delay) {
                                    [HAK_TRIM_SLICES] = hak_segments_used_bytes()};
   for (int tier = 0; tier < HAK_TRIM_TIERS; tier++) {
     struct trim_bound *b = &bounds[tier];
-    if (live[tier] > atomic_load_explicit(&b->live_peak, memory_order_relaxed))
-      atomic_store_explicit(&b->live_peak, live[tier], memory_order_relaxed);
     uint64_t bound = bound_now(b, now, delay), keep = live[tier] > bound ? live[tier] : bound, waiting;
     bool trimmed = tier == HAK_TRIM_LARGE ? hak_large_trim(keep, &waiting) : hak_segments_trim(keep, &waiting);
-    if (trimmed) {
-      atomic_store_explicit(&b->trimmed_ms, now, memory_order_relaxed);
-      atomic_store_explicit(&b->trimmed_cpu_ms, hak_os_cpu_ms(), memory_order_relaxed);
-    }
+    if (trimmed) atomic_store_explicit(&b->trimmed_ms, now, memory_order_relaxed);
     if (waiting > bound / 2) atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
   }
 }

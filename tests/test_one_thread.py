@@ -44,22 +44,6 @@ def test_unrelated_reuse_keeps_the_trim_bound(run_program, variant):
     assert proc.returncode == 0 and "unrelated-reuse:" in proc.stdout, describe(proc)
 
 
-@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("purger", ["alone", "on"])
-def test_working_set_above_the_caps(run_program, variant, purger):
-    """A working set of 1200 blocks of 1 MiB, reused in cycles that take longer than the purge delay, is
-    purged in the first cycles only: the large cache's cap (left at its default) and the trims' ceiling
-    follow the tier's peak of live blocks (at a fixed 1 GiB every cycle purged 176 or more). Alone, the
-    trims count what a working program takes back after the delay; with the purger and a long delay, the
-    cap is what is left to test."""
-    env = {"HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_PURGE_DELAY_MS": "100"}
-    if purger == "on":
-        env.update(HAKMEM_BACKGROUND_PURGE="on", HAKMEM_PURGE_DELAY_MS="10000")
-    proc = run_program("test_one_thread", variant, args=("peak",), env=env, timeout=120)
-    threads = 1 if purger == "alone" else 2
-    assert proc.returncode == 0 and f"threads {threads}" in proc.stdout, describe(proc)
-
-
 @pytest.mark.parametrize("env", [{"HAKMEM_BACKGROUND_PURGE": "0"}, {"HAKMEM_BACKGROUND_PURGE": "off"},
                                  {"HAKMEM_PROFILE": "fast"},
                                  {"HAKMEM_PURGE_DELAY_MS": "0"}, {"HAKMEM_PURGE_DELAY_MS": "-1"},

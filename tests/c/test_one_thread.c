@@ -31,12 +31,6 @@
  *          resident (80 MB), not their size (1.25 GiB, above the bound's 1 GiB ceiling), so they stop
  *          purging after a cycle or two (counted whole, every cycle purged 305 runs and faulted them in
  *          again: 5x mimalloc's time).
- *   peak:  6 cycles of 1200 blocks of 1 MiB, one page of each written, allocated over 300 ms of CPU work
- *          and all freed: a working set above the cache's 1 GiB cap and the trims' 1 GiB ceiling stops
- *          being purged after the second cycle, since both follow the tier's peak of live blocks. Run alone
- *          with a delay shorter than a cycle (the trims count memory taken back by a program that kept
- *          working) and with the purger and a long delay (the cache's cap alone). Under the fixed
- *          caps every cycle purged 176 or more of them.
  *   off:   the large burst starts no thread where the environment turns idle purging off (the option, the
  *          fast profile, a purge delay of 0 or -1).
  *   on:    with HAKMEM_BACKGROUND_PURGE=on the large burst starts the purger in a single-threaded program.
@@ -44,7 +38,7 @@
  *   unrelated-reuse DELAY_MS: bursts never reused, with a small block reused between them whose mapping
  *          its deadline purged: that reuse must not raise the trims' bound (it once did, doubling it at
  *          every burst: 405 MiB resident once the program went idle).
- * Usage: test_one_thread auto|first-thread|phases|learn|cut-down|sparse|peak|off|on|unrelated-reuse DELAY_MS */
+ * Usage: test_one_thread auto|first-thread|phases|learn|cut-down|sparse|off|on|unrelated-reuse DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <fcntl.h>
@@ -227,36 +221,6 @@ static int check_learn(void) {
   return 0;
 }
 
-/* Busy-wait (CPU work, no call into the allocator) for `us` microseconds. */
-static void spin_us(long us) {
-  struct timespec t0, t;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
-  do clock_gettime(CLOCK_MONOTONIC, &t);
-  while ((t.tv_sec - t0.tv_sec) * 1000000L + (t.tv_nsec - t0.tv_nsec) / 1000 < us);
-}
-
-static int check_peak(void) {
-  enum { COUNT = 1200, CYCLES = 6, TAIL = 3, CYCLE_US = 300000 };
-  static char *blocks[COUNT];
-  uint64_t before = 0;
-  for (int c = 0; c < CYCLES; c++) {
-    if (c == CYCLES - TAIL) before = madvise_calls();
-    for (int i = 0; i < COUNT; i++) {
-      blocks[i] = malloc(1 << 20);
-      if (blocks[i] == NULL) return fprintf(stderr, "FAIL peak: malloc\n"), 1;
-      blocks[i][0] = 1;
-      spin_us(CYCLE_US / COUNT);
-    }
-    for (int i = 0; i < COUNT; i++) free(blocks[i]);
-  }
-  uint64_t purges = madvise_calls() - before;
-  printf("peak: madvise calls in the last %d of %d cycles of 1200 MiB: %llu; threads %d\n", TAIL, CYCLES,
-         (unsigned long long)purges, thread_count());
-  if (purges != 0)
-    return fprintf(stderr, "FAIL peak: a working set above 1 GiB, reused in cycles, was purged at every cycle\n"), 1;
-  return 0;
-}
-
 static int check_cut_down(void) {
   enum { BURST = 900 };
   static char *burst[BURST];
@@ -371,10 +335,9 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "learn") == 0) return check_learn();
   if (argc == 2 && strcmp(argv[1], "cut-down") == 0) return check_cut_down();
   if (argc == 2 && strcmp(argv[1], "sparse") == 0) return check_sparse();
-  if (argc == 2 && strcmp(argv[1], "peak") == 0) return check_peak();
   if (argc == 3 && strcmp(argv[1], "unrelated-reuse") == 0) return check_unrelated_reuse(atol(argv[2]));
   if (argc == 2 && strcmp(argv[1], "off") == 0) return check_off();
   if (argc == 2 && strcmp(argv[1], "on") == 0) return check_on();
-  fprintf(stderr, "usage: test_one_thread auto|first-thread|phases|learn|cut-down|sparse|peak|off|on|unrelated-reuse DELAY_MS\n");
+  fprintf(stderr, "usage: test_one_thread auto|first-thread|phases|learn|cut-down|sparse|off|on|unrelated-reuse DELAY_MS\n");
   return 2;
 }
