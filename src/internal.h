@@ -214,10 +214,6 @@ typedef struct hak_segment {
   uint64_t read_only_slices;         /* purged slices that are read-only zero memory (hak_os_decommit, or
                                         never made writable): a page must commit them first */
   uint64_t trimmed_slices;           /* purged slices that a trim purged (hak_segments_trim) */
-  uint64_t deadline_purged_slices;   /* purged slices that their deadline purged: taking one back teaches
-                                        the purge delay (hak_purge_delay_learn) */
-  uint64_t dirty_since_ms;           /* when purge_due_ms was last set: the oldest waiting slice's free */
-  uint64_t deadline_freed_ms;        /* dirty_since_ms of the slices its deadline last purged */
   uint64_t measured_slices;          /* dirty slices whose resident pages a trim counted (slice_resident) */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
@@ -393,16 +389,6 @@ enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
  * the trim found `bytes_back` bytes resident: if the tier's last trim was less than a purge delay ago,
  * its bound grows by them (purger.c). */
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
-/* The purge delay in force at time `now` for large mappings and free slices: HAKMEM_PURGE_DELAY_MS (0 and
- * -1 as the option says), or a longer one learned from memory its deadline purged and a request took
- * back (hak_purge_delay_learn), halved first for the time gone by without such a reuse and held under the
- * ceiling of the option in force (hak_option_set may have lowered it) (purger.c). */
-long hak_purge_delay(uint64_t now);
-/* Whether a learned delay stands: only then is reuse of unpurged memory worth a clock read. */
-bool hak_purge_delay_learned(void);
-/* A request took back, `interval` ms after it was freed, memory its deadline purged (`purged`), or memory
- * still unpurged (which keeps a learned delay from halving when the interval passes the option's). */
-void hak_purge_delay_learn(uint64_t now, uint64_t interval, bool purged);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);
@@ -565,7 +551,7 @@ typedef struct hak_large {
                            * again until the mapping is freed again */
   size_t trimmed_bytes;   /* purged by a trim (hak_large_trim), not by its deadline: what it could hold
                            * then (resident_end); 0 otherwise */
-  bool deadline_purged;   /* purged by its deadline (the purge delay learns from its reuse: purger.c) */
+  bool deadline_purged;   /* purged by its deadline (the tier's delay learns from its reuse: large.c) */
   struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
   struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE

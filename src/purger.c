@@ -161,72 +161,6 @@ static void *purger_main(void *arg) {
   return arg;
 }
 
-/* The purge delay learns: memory its deadline purged (a cached large mapping, a segment's free slices)
- * that a request takes back within the learning ceiling (DELAY_LEARN_MAX times HAKMEM_PURGE_DELAY_MS, at
- * most 10 s unless the option is longer) of its free shows a program reusing it at that interval, which
- * the purges turned into page faults (a 64 MiB block every 200 ms, against a 100 ms delay: 16,384 faults
- * a round; 800 blocks of 256 KiB every 200 ms: 39,000 faults and 118 ms a round, against tcmalloc's 29).
- * The delay of both tiers then rises to 5/4 of that interval, so later rounds keep their pages: one delay
- * for the process, as the interval is the program's. A request that takes back memory still unpurged
- * after longer than the option's delay shows the reuse goes on. Without either for ten learned delays,
- * the delay halves, once for every ten that went by (a review's program kept 3.2 s after a 200 s pause
- * when each call halved once), down to the option.
- * Not in a single-threaded program under HAKMEM_BACKGROUND_PURGE=auto (hak_purger_alone): its trims bound
- * what waits, and a mapping the option's deadline no longer purged went to a trim instead, whose refault
- * raised the trims' bound at every burst of a review's program (test_one_thread unrelated-reuse: about
- * 400 MiB resident). A forked child starts from the option. */
-#define DELAY_LEARN_MAX 32
-#define DELAY_LEARN_CEILING_MS 10000
-static struct {
-  _Atomic uint64_t ms;         /* the learned delay; 0 (or anything not above the option's): the option's */
-  _Atomic uint64_t learned_at; /* hak_clock_ms of the last reuse it learned from (or of its last halving) */
-  _Atomic uint64_t forked_at;  /* in a forked child, the fork: memory freed before it teaches nothing */
-} learned_delay;
-
-/* The longest delay learning may reach for an option of `delay` ms (> 0). */
-static uint64_t learn_ceiling(long delay) {
-  uint64_t most = (uint64_t)delay * DELAY_LEARN_MAX;
-  if (most > DELAY_LEARN_CEILING_MS) most = DELAY_LEARN_CEILING_MS;
-  return most > (uint64_t)delay ? most : (uint64_t)delay;
-}
-
-long hak_purge_delay(uint64_t now) {
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  uint64_t learned = atomic_load_explicit(&learned_delay.ms, memory_order_relaxed);
-  if (delay <= 0 || learned <= (uint64_t)delay || hak_purger_alone()) return delay;
-  uint64_t at = atomic_load_explicit(&learned_delay.learned_at, memory_order_relaxed);
-  if ((int64_t)(now - at) > (int64_t)(10 * learned)) {
-    while (learned > (uint64_t)delay && (int64_t)(now - at) > (int64_t)(10 * learned)) {
-      at += 10 * learned;
-      learned /= 2;
-    }
-    atomic_store_explicit(&learned_delay.ms, learned > (uint64_t)delay ? learned : 0, memory_order_relaxed);
-    atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
-  }
-  uint64_t most = learn_ceiling(delay);
-  if (learned > most) learned = most;
-  return learned > (uint64_t)delay ? (long)learned : delay;
-}
-
-bool hak_purge_delay_learned(void) { return atomic_load_explicit(&learned_delay.ms, memory_order_relaxed) != 0; }
-
-void hak_purge_delay_learn(uint64_t now, uint64_t interval, bool purged) {
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  if (delay <= 0 || hak_purger_alone() || interval > learn_ceiling(delay)) return;
-  /* a child taking back what its parent freed would learn how long the parent waited before the fork (a
-   * child of test_reclaim asleep learned 6.5 s from its parent's sleeps and kept 450 MB for its own) */
-  if ((int64_t)(now - interval - atomic_load_explicit(&learned_delay.forked_at, memory_order_relaxed)) < 0) return;
-  if (!purged) { /* kept by what was learned: the reuse goes on */
-    if (interval > (uint64_t)delay) atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
-    return;
-  }
-  uint64_t want = interval + interval / 4, most = learn_ceiling(delay);
-  if (want > most) want = most;
-  if (want > atomic_load_explicit(&learned_delay.ms, memory_order_relaxed))
-    atomic_store_explicit(&learned_delay.ms, want, memory_order_relaxed);
-  atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
-}
-
 /* What a tier may keep waiting for its deadline while no purger runs, on top of what its live blocks
  * hold. Relaxed atomics: between a program's first pthread_create and the purger's start, threads may
  * trim at once, and a lost update only moves a heuristic. */
@@ -357,8 +291,6 @@ void hak_purger_unlock(void) { pthread_mutex_unlock(&purger.lock); }
 
 void hak_purger_after_fork_child(void) {
   pthread_mutex_init(&purger.lock, NULL);
-  atomic_store_explicit(&learned_delay.ms, 0, memory_order_relaxed);
-  atomic_store_explicit(&learned_delay.forked_at, hak_clock_ms(), memory_order_relaxed);
   if (atomic_load_explicit(&purger.state, memory_order_relaxed) == RUNNING) init_wake(); /* may be mid-wait */
   purger.due_ms = 0;
   atomic_store_explicit(&purger.sleep_until_ms, 0, memory_order_relaxed);

@@ -285,10 +285,6 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
   if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
   purge_slices(seg, dirty);
-  if (!force) {
-    seg->deadline_purged_slices |= dirty & seg->purged_slices;
-    seg->deadline_freed_ms = seg->dirty_since_ms;
-  }
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(dirty));
   forget_measured(seg, seg->dirty_slices);
   seg->dirty_slices = 0;
@@ -335,14 +331,6 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   if (trimmed) hak_purger_note_refault(HAK_TRIM_SLICES, pages * HAK_OS_PAGE);
   seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;
-  if (bits & seg->deadline_purged_slices) { /* the program reuses memory at a longer interval than the delay */
-    uint64_t now = hak_clock_ms();
-    hak_purge_delay_learn(now, now - seg->deadline_freed_ms, true);
-    seg->deadline_purged_slices &= ~bits;
-  } else if (waited && hak_purge_delay_learned()) { /* kept by a learned delay: the reuse goes on */
-    uint64_t now = hak_clock_ms();
-    hak_purge_delay_learn(now, now - seg->dirty_since_ms, false);
-  }
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
   forget_measured(seg, waited);
   hak_counter_add(&segs.used_slices, n);
@@ -466,9 +454,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   if (delay == 0) {
     purge_locked(seg, 0, true);
   } else if (delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
-    uint64_t now = hak_clock_ms();
-    due = now + (uint64_t)hak_purge_delay(now);
-    seg->dirty_since_ms = now;
+    due = hak_clock_ms() + (uint64_t)delay;
     atomic_store_explicit(&seg->purge_due_ms, due, memory_order_seq_cst); /* before note_due: see there */
   }
   pthread_mutex_unlock(&seg->slices_lock);
