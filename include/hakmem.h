@@ -170,11 +170,15 @@ enum hak_option {
                                 by the environment or hak_option_set takes the new profile's); names
                                 fast|balanced|lean in the environment */
   HAK_OPT_PURGE_DELAY_MS,  /**< HAKMEM_PURGE_DELAY_MS: how long free memory stays committed before it is
-                                returned to the OS; -1 never, 0 at once. Large blocks: unless the process
-                                has one thread and HAKMEM_BACKGROUND_PURGE is auto, the delay rises to 5/4
-                                of the interval at which freed blocks come back after their purge (up to
-                                32 times this, at most 10 s unless this is longer), and halves back once
-                                for every ten such delays in which no freed block came back */
+                                returned to the OS; -1 never, 0 at once. Unless the process has one
+                                thread and HAKMEM_BACKGROUND_PURGE is auto, each tier's delay rises to 5/4
+                                of the interval at which its freed memory comes back after its purge (large
+                                blocks: each block; pages of small and medium blocks: the mean interval,
+                                once what comes back within a window reaches 1 MiB, an eighth of their
+                                live memory and an eighth of what was purged), up to 32 times this (at
+                                most 10 s unless this is longer), and halves back once for every ten such
+                                delays in which no freed memory came back; a forked child starts from this
+                                value */
   HAK_OPT_PURGE_MODE,      /**< HAKMEM_PURGE_MODE: 0 = MADV_DONTNEED (RSS drops at once), 1 = MADV_FREE */
   HAK_OPT_HUGE_PAGES,      /**< HAKMEM_HUGE_PAGES: 1 = ask for transparent huge pages on big mappings */
   HAK_OPT_DRAIN_INTERVAL,  /**< HAKMEM_DRAIN_INTERVAL (also HAKMEM_TINY_SLL_DRAIN_INTERVAL): slow-path

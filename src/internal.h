@@ -215,6 +215,8 @@ typedef struct hak_segment {
                                         never made writable): a page must commit them first */
   uint64_t trimmed_slices;           /* purged slices that a trim purged (hak_segments_trim) */
   uint64_t measured_slices;          /* dirty slices whose resident pages a trim counted (slice_resident) */
+  uint64_t deadline_purged_slices;   /* purged slices that their deadline purged (not a trim, nor a forced
+                                        purge): taking one back teaches the slices' purge delay */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
@@ -227,6 +229,7 @@ typedef struct hak_segment {
   uint8_t slice_class[HAK_SLICES];   /* class of the last page on the slice (meaningful while it is dirty) */
   uint8_t slice_resident[HAK_SLICES]; /* OS pages of a measured slice that were resident when counted; of a
                                         trimmed slice, those it held when the trim purged it */
+  uint64_t slice_freed_ms[HAK_SLICES]; /* hak_clock_ms when each free slice was last freed */
   hak_page pages[HAK_SLICES];        /* descriptor of the page starting at each slice */
 } hak_segment;
 
@@ -402,6 +405,45 @@ void hak_purger_thread_exited(void);
 void hak_purger_lock(void);
 void hak_purger_unlock(void);
 void hak_purger_after_fork_child(void);
+/* ---- Learned purge delay (purge_delay.c) ----------------------------------------------------------- */
+/* A tier's purge delay, which learns the interval at which its program reuses freed memory the deadline
+ * purged (purge_delay.c). Zeroes: the option's delay. The large tier and the segments' slices keep one
+ * each. */
+typedef struct hak_learned_delay {
+  _Atomic uint64_t ms;         /* the learned delay; 0 (or anything not above the option's): the option's */
+  _Atomic uint64_t learned_at; /* hak_clock_ms of the last reuse it learned from (or of its last halving) */
+  _Atomic uint64_t forked_at;  /* memory freed before this time (the fork that made the process) teaches nothing */
+  /* the slices' share rule: what the current window (from window_at) saw */
+  _Atomic uint64_t window_at;
+  _Atomic uint64_t purged_bytes;  /* purged by the deadline in this window */
+  _Atomic uint64_t purged_before; /* the same in the window before */
+  _Atomic uint64_t taken_bytes;   /* purged memory taken back, not counted yet */
+  _Atomic uint64_t taken_kib_ms;  /* the sum over it of KiB times the interval since its free */
+  _Atomic uint64_t kept_bytes;    /* kept memory taken back after longer than the option's delay */
+} hak_learned_delay;
+/* The purge delay in force at `now`: HAKMEM_PURGE_DELAY_MS (0 and -1 as the option says), or a longer
+ * learned one, first halved for the time gone by without a reuse to learn from and held under the
+ * ceiling of the option in force (hak_option_set may have lowered it). */
+long hak_learned_delay_in_force(hak_learned_delay *d, uint64_t now);
+/* Whether a learned delay stands (a tier then watches kept memory taken back). */
+bool hak_learned_delay_stands(const hak_learned_delay *d);
+/* The interval in ms from `freed_ms` to `now` if memory freed then may teach `d` (within the ceiling, not
+ * before a fork, learning on), else 0. */
+uint64_t hak_learned_delay_interval(const hak_learned_delay *d, uint64_t now, uint64_t freed_ms);
+/* A block of its own (a large mapping) freed at `freed_ms` was taken back at `now`; `purged`: its
+ * deadline had purged it. */
+void hak_learned_delay_note_block(hak_learned_delay *d, uint64_t now, uint64_t freed_ms, bool purged);
+/* The tier's deadline purged `bytes`. */
+void hak_learned_delay_note_purged(hak_learned_delay *d, uint64_t now, uint64_t bytes);
+/* Slices taken back at `now`: `purged_bytes` that the deadline had purged (with the sum of KiB times
+ * their intervals, each from hak_learned_delay_interval), and `kept_bytes` kept unpurged past the
+ * option's delay; `live_bytes`, what the tier's pages hold. Learns once a window's takes reach the share
+ * (purge_delay.c). */
+void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, uint64_t purged_bytes, uint64_t purged_kib_ms,
+                                   uint64_t kept_bytes, uint64_t live_bytes);
+/* In a forked child: back to the option, and memory freed before `now` teaches nothing. */
+void hak_learned_delay_after_fork(hak_learned_delay *d, uint64_t now);
+
 /* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
 void hak_warn_raw(const char *line, size_t len);
 

@@ -72,74 +72,17 @@ static struct {
   _Atomic uint64_t live_held; /* what live blocks hold: the sum of held() over them */
 } large = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
-/* The tier's purge delay learns: a mapping its deadline purged and a request took back within the
- * learning ceiling (DELAY_LEARN_MAX times HAKMEM_PURGE_DELAY_MS, at most 10 s unless the option is longer)
- * of its free shows a program reusing its large blocks at that interval, which the purges turned into
- * page faults (a 64 MiB block every 200 ms, against a 100 ms delay: 16,384 faults a round). The delay
- * then rises to 5/4 of that interval, so later rounds keep their pages. A request that takes back a
- * mapping still unpurged after longer than the option's delay shows the reuse goes on. Without either for
- * ten learned delays, the delay halves, once for every ten that went by (a review's program kept 3.2 s
- * after a 200 s pause when each call halved once), down to the option.
- * Not in a single-threaded program under HAKMEM_BACKGROUND_PURGE=auto (hak_purger_alone): its trims bound
- * what waits, and a mapping the option's deadline no longer purged went to a trim instead, whose refault
- * raised the trims' bound at every burst of a review's program (test_one_thread unrelated-reuse: about
- * 400 MiB resident). A forked child starts from the option. */
-#define DELAY_LEARN_MAX 32
-#define DELAY_LEARN_CEILING_MS 10000
-static struct {
-  _Atomic uint64_t ms;         /* the learned delay; 0 (or anything not above the option's): the option's */
-  _Atomic uint64_t learned_at; /* hak_clock_ms of the last reuse it learned from (or of its last halving) */
-} learned_delay;
+/* The tier's purge delay learns from each mapping its deadline purged and a request took back
+ * (purge_delay.c): a 64 MiB block every 200 ms against a 100 ms delay was faulted in at every round. */
+static hak_learned_delay learned_delay;
 
-/* The longest delay learning may reach for an option of `delay` ms (> 0). */
-static uint64_t learn_ceiling(long delay) {
-  uint64_t most = (uint64_t)delay * DELAY_LEARN_MAX;
-  if (most > DELAY_LEARN_CEILING_MS) most = DELAY_LEARN_CEILING_MS;
-  return most > (uint64_t)delay ? most : (uint64_t)delay;
-}
-
-/* The purge delay in force for cached mappings at time `now`: HAKMEM_PURGE_DELAY_MS (0 and -1 as the
- * option says), or a longer learned one, halved first for the time gone by without a reuse to learn from
- * and held under the ceiling of the option in force (hak_option_set may have lowered it). */
-static long large_delay(uint64_t now) {
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  uint64_t learned = atomic_load_explicit(&learned_delay.ms, memory_order_relaxed);
-  if (delay <= 0 || learned <= (uint64_t)delay || hak_purger_alone()) return delay;
-  uint64_t at = atomic_load_explicit(&learned_delay.learned_at, memory_order_relaxed);
-  if ((int64_t)(now - at) > (int64_t)(10 * learned)) {
-    while (learned > (uint64_t)delay && (int64_t)(now - at) > (int64_t)(10 * learned)) {
-      at += 10 * learned;
-      learned /= 2;
-    }
-    atomic_store_explicit(&learned_delay.ms, learned > (uint64_t)delay ? learned : 0, memory_order_relaxed);
-    atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
-  }
-  uint64_t most = learn_ceiling(delay);
-  if (learned > most) learned = most;
-  return learned > (uint64_t)delay ? (long)learned : delay;
-}
-
-/* A request took back, `interval` ms after its free, a mapping that its deadline purged (`purged`), or
- * one still unpurged. */
-static void learn_delay(uint64_t now, uint64_t interval, bool purged) {
-  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  if (delay <= 0 || hak_purger_alone() || interval > learn_ceiling(delay)) return;
-  if (!purged) { /* kept by what was learned: the reuse goes on */
-    if (interval > (uint64_t)delay) atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
-    return;
-  }
-  uint64_t want = interval + interval / 4, most = learn_ceiling(delay);
-  if (want > most) want = most;
-  if (want > atomic_load_explicit(&learned_delay.ms, memory_order_relaxed))
-    atomic_store_explicit(&learned_delay.ms, want, memory_order_relaxed);
-  atomic_store_explicit(&learned_delay.learned_at, now, memory_order_relaxed);
-}
+static long large_delay(uint64_t now) { return hak_learned_delay_in_force(&learned_delay, now); }
 
 void hak_large_lock(void) { pthread_mutex_lock(&large.lock); }
 void hak_large_unlock(void) { pthread_mutex_unlock(&large.lock); }
 void hak_large_after_fork_child(void) {
   pthread_mutex_init(&large.lock, NULL);
-  atomic_store_explicit(&learned_delay.ms, 0, memory_order_relaxed);
+  hak_learned_delay_after_fork(&learned_delay, hak_clock_ms());
 }
 
 void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees) {
@@ -390,17 +333,12 @@ static hak_large *cache_take(size_t need) {
   hak_large *best = above != NULL ? above : (below != NULL && below->map_size >= need / 2 ? below : NULL);
   if (best != NULL) cache_unlink(best);
   hak_unlock(&large.lock, locked);
-  if (best != NULL && !best->purged && atomic_load_explicit(&learned_delay.ms, memory_order_relaxed) != 0) {
-    uint64_t now = hak_clock_ms(); /* only while a learned delay stands: a cached pair reads no clock */
-    learn_delay(now, now - best->freed_ms, false);
-  }
+  if (best != NULL && !best->purged && hak_learned_delay_stands(&learned_delay)) /* else a cached pair reads no clock */
+    hak_learned_delay_note_block(&learned_delay, hak_clock_ms(), best->freed_ms, false);
   if (best != NULL && best->purged) {
     hak_os_recommit(best->map_size - HAK_OS_PAGE);
     best->purged = false;
-    if (best->deadline_purged) {
-      uint64_t now = hak_clock_ms();
-      learn_delay(now, now - best->freed_ms, true);
-    }
+    if (best->deadline_purged) hak_learned_delay_note_block(&learned_delay, hak_clock_ms(), best->freed_ms, true);
     /* what the request takes back of what the trim purged: a mapping cut down to a small request is
      * not faulted in whole */
     if (best->trimmed_bytes != 0)

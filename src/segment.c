@@ -36,6 +36,7 @@ static struct {
   _Atomic uint64_t measured_ms; /* when the oldest of those counts was taken (hak_segments_trim; a
                                    segment busy at a walk that takes them again keeps its older ones) */
   _Atomic uint64_t used_slices;    /* slices under a page, over all segments */
+  hak_learned_delay delay; /* the free slices' purge delay (purge_delay.c) */
 } segs = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 void hak_segments_lock(void) { pthread_mutex_lock(&segs.lock); }
@@ -44,7 +45,20 @@ void hak_segments_after_fork_child(void) {
   pthread_mutex_init(&segs.lock, NULL);
   /* a segment's lock held by a thread the child does not have would be held for good (the collection
    * would skip that segment at every pass, never idle); only this thread runs here */
-  for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) pthread_mutex_init(&seg->slices_lock, NULL);
+  uint64_t now = hak_clock_ms(), earliest = 0;
+  hak_learned_delay_after_fork(&segs.delay, now);
+  /* the child starts from the option's delay: deadlines its parent set with a learned one come closer */
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
+    pthread_mutex_init(&seg->slices_lock, NULL);
+    uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+    if (due != 0 && delay > 0 && due > now + (uint64_t)delay) {
+      due = now + (uint64_t)delay;
+      atomic_store_explicit(&seg->purge_due_ms, due, memory_order_relaxed);
+    }
+    if (due != 0 && (earliest == 0 || due < earliest)) earliest = due;
+  }
+  atomic_store_explicit(&segs.earliest_due_ms, earliest, memory_order_relaxed);
 }
 uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
 
@@ -285,6 +299,11 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
   if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
   purge_slices(seg, dirty);
+  if (!force) { /* by the deadline: taking these back teaches the delay */
+    uint64_t purged = dirty & seg->purged_slices;
+    seg->deadline_purged_slices |= purged;
+    hak_learned_delay_note_purged(&segs.delay, now_ms, (uint64_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
+  }
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(dirty));
   forget_measured(seg, seg->dirty_slices);
   seg->dirty_slices = 0;
@@ -312,6 +331,26 @@ static bool purge_is_due(const hak_segment *seg) {
   return due != 0 && hak_clock_ms() >= due;
 }
 
+/* A page takes back `purged` slices, which their deadline purged, and `kept` ones, dirty (slices_lock
+ * held): the slices' delay learns from them (purge_delay.c). The clock is read only when there is
+ * something to learn: purged slices, or kept ones while a learned delay stands. */
+static void learn_from_take(const hak_segment *seg, uint64_t purged, uint64_t kept) {
+  if (!hak_learned_delay_stands(&segs.delay)) kept = 0;
+  if ((purged | kept) == 0) return;
+  uint64_t now = hak_clock_ms(), purged_bytes = 0, kib_ms = 0, kept_bytes = 0;
+  uint64_t delay = (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  for (; purged != 0; purged &= purged - 1) {
+    uint64_t interval = hak_learned_delay_interval(&segs.delay, now, seg->slice_freed_ms[__builtin_ctzll(purged)]);
+    if (interval == 0) continue;
+    purged_bytes += HAK_SLICE_SIZE;
+    kib_ms += (HAK_SLICE_SIZE >> 10) * interval;
+  }
+  for (; kept != 0; kept &= kept - 1)
+    if (hak_learned_delay_interval(&segs.delay, now, seg->slice_freed_ms[__builtin_ctzll(kept)]) > delay)
+      kept_bytes += HAK_SLICE_SIZE;
+  hak_learned_delay_note_slices(&segs.delay, now, purged_bytes, kib_ms, kept_bytes, hak_segments_used_bytes());
+}
+
 /* A page of class `cls` on slices at..at+n of `seg` (slices_lock held). */
 static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsigned n, unsigned cls) {
   uint64_t bits = run_mask(at, n);
@@ -331,6 +370,8 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   if (trimmed) hak_purger_note_refault(HAK_TRIM_SLICES, pages * HAK_OS_PAGE);
   seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;
+  learn_from_take(seg, bits & seg->deadline_purged_slices, waited);
+  seg->deadline_purged_slices &= ~bits;
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
   forget_measured(seg, waited);
   hak_counter_add(&segs.used_slices, n);
@@ -446,15 +487,18 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   uint64_t bits = run_mask(at, n), due = 0;
   seg->used_pages--;
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  uint64_t now = delay > 0 ? hak_clock_ms() : 0;
+  if (delay > 0) delay = hak_learned_delay_in_force(&segs.delay, now);
   pthread_mutex_lock(&seg->slices_lock);
   seg->free_slices |= bits;
   seg->dirty_slices |= bits;
+  for (unsigned i = at; i < at + n; i++) seg->slice_freed_ms[i] = now;
   hak_counter_add(&segs.waiting_slices, n);
   hak_counter_add(&segs.used_slices, (uint64_t)0 - n);
   if (delay == 0) {
     purge_locked(seg, 0, true);
   } else if (delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
-    due = hak_clock_ms() + (uint64_t)delay;
+    due = now + (uint64_t)delay;
     atomic_store_explicit(&seg->purge_due_ms, due, memory_order_seq_cst); /* before note_due: see there */
   }
   pthread_mutex_unlock(&seg->slices_lock);

@@ -1,15 +1,17 @@
-/* test_learned_delay.c — the large tier's purge delay learns from blocks reused soon after their deadline
- * purged them (src/large.c), and only from those (tests/test_learned_delay.py runs it with
- * HAKMEM_PURGE_MODE=dontneed and the purge delay given).
+/* test_learned_delay.c — the purge delay learns from memory reused soon after its deadline purged it
+ * (src/purge_delay.c: large blocks, src/large.c; free slices, src/segment.c), and only from that
+ * (tests/test_learned_delay.py runs it with HAKMEM_PURGE_MODE=dontneed and the purge delay given).
  *
  * Cases (each creates and joins a thread first, so that the background purger runs):
  *   periodic DELAY_MS: a 64 MiB block written and freed every 3 delays, 8 rounds: the purger purges it
  *          between the first rounds, the next malloc takes it back and the delay learns that interval, so
  *          at most one of the last five rounds faults its pages in again (before: every round did).
+ *   slices DELAY_MS: the same with 256 blocks of 256 KiB (small and medium pages: their segments' free
+ *          slices, purged by their deadline, faulted in again at every round before).
  *   sparse DELAY_MS: the same every 40 delays, 5 rounds: beyond what the delay may learn (32 of it), so
  *          the block is purged between every two rounds, as the option says.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_learned_delay periodic|sparse DELAY_MS */
+ * Usage: test_learned_delay periodic|slices|sparse|share DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -37,16 +39,20 @@ static void sleep_ms(long ms) {
   nanosleep(&t, NULL);
 }
 
-/* `rounds` rounds of a 64 MiB block written and freed, `period_ms` apart; the page faults of each round,
- * and the resident KiB read just before each round's malloc. */
-static int rounds_of(int rounds, long period_ms, long *faults, long *rss_before) {
+/* `rounds` rounds of 64 MiB in `count` blocks written and freed, `period_ms` apart; the page faults of
+ * each round, and the resident KiB read just before each round's mallocs. */
+static int rounds_of(int rounds, long period_ms, int count, long *faults, long *rss_before) {
+  static char *blocks[256];
+  size_t size = ((size_t)BLOCK_MIB << 20) / (size_t)count;
   for (int r = 0; r < rounds; r++) {
     rss_before[r] = rss_kib();
     long f0 = minor_faults();
-    char *p = malloc((size_t)BLOCK_MIB << 20);
-    if (p == NULL) return fprintf(stderr, "FAIL: malloc of %d MiB\n", BLOCK_MIB), 1;
-    memset(p, r + 1, (size_t)BLOCK_MIB << 20);
-    free(p);
+    for (int i = 0; i < count; i++) {
+      blocks[i] = malloc(size);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL: malloc of %zu bytes\n", size), 1;
+      memset(blocks[i], r + 1, size);
+    }
+    for (int i = 0; i < count; i++) free(blocks[i]);
     faults[r] = minor_faults() - f0;
     sleep_ms(period_ms);
   }
@@ -57,18 +63,19 @@ static int rounds_of(int rounds, long period_ms, long *faults, long *rss_before)
  * still counts 1024 for a fresh block; one kept counts none). */
 static bool refaulted(long faults) { return faults > BLOCK_PAGES / 32; }
 
-static int check_periodic(long delay_ms) {
+/* `name`: 64 MiB in `count` blocks every 3 delays. */
+static int check_periodic(const char *name, int count, long delay_ms) {
   enum { ROUNDS = 8, LAST = 5 };
   long faults[ROUNDS], rss[ROUNDS];
-  if (rounds_of(ROUNDS, 3 * delay_ms, faults, rss) != 0) return 1;
+  if (rounds_of(ROUNDS, 3 * delay_ms, count, faults, rss) != 0) return 1;
   int again = 0;
-  printf("periodic: faults per round");
+  printf("%s: faults per round", name);
   for (int r = 0; r < ROUNDS; r++) printf(" %ld", faults[r]);
   for (int r = ROUNDS - LAST; r < ROUNDS; r++) again += refaulted(faults[r]);
   printf("; %d of the last %d rounds faulted the block in again\n", again, LAST);
-  if (!refaulted(faults[0])) return fprintf(stderr, "FAIL periodic: the first round faulted nothing in\n"), 1;
+  if (!refaulted(faults[0])) return fprintf(stderr, "FAIL %s: the first round faulted nothing in\n", name), 1;
   if (again > 1)
-    return fprintf(stderr, "FAIL periodic: a block reused every 3 purge delays was purged between rounds\n"), 1;
+    return fprintf(stderr, "FAIL %s: memory reused every 3 purge delays was purged between rounds\n", name), 1;
   return 0;
 }
 
@@ -76,7 +83,7 @@ static int check_sparse(long delay_ms) {
   enum { ROUNDS = 5 };
   long faults[ROUNDS], rss[ROUNDS];
   long start = rss_kib();
-  if (rounds_of(ROUNDS, 40 * delay_ms, faults, rss) != 0) return 1;
+  if (rounds_of(ROUNDS, 40 * delay_ms, 1, faults, rss) != 0) return 1;
   int kept = 0;
   printf("sparse: faults per round");
   for (int r = 0; r < ROUNDS; r++) printf(" %ld", faults[r]);
@@ -89,21 +96,66 @@ static int check_sparse(long delay_ms) {
   return 0;
 }
 
+/* A new thread's few small blocks and one medium block, 100 bytes of it written. */
+static void *trickle(void *arg) {
+  char *small[10];
+  for (int i = 0; i < 10; i++) {
+    small[i] = malloc(200);
+    if (small[i] != NULL) memset(small[i], 3, 200);
+  }
+  char *medium = malloc(56 << 10);
+  if (medium != NULL) memset(medium, 3, 100);
+  for (int i = 0; i < 10; i++) free(small[i]);
+  free(medium);
+  return arg;
+}
+
+static int check_share(long delay_ms) {
+  enum { ROUNDS = 5, COUNT = (BLOCK_MIB << 20) / 4096 };
+  static char *blocks[COUNT];
+  long start = rss_kib(), after[ROUNDS];
+  int held = 0;
+  for (int r = 0; r < ROUNDS; r++) {
+    for (int i = 0; i < COUNT; i++) {
+      blocks[i] = malloc(4096);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL share: malloc\n"), 1;
+      memset(blocks[i], r + 1, 4096);
+    }
+    for (int i = 0; i < COUNT; i++) free(blocks[i]);
+    sleep_ms(20 * delay_ms);
+    after[r] = rss_kib() - start;
+    held += after[r] > (BLOCK_MIB << 10) / 2;
+    sleep_ms(10 * delay_ms);
+    pthread_t t;
+    if (pthread_create(&t, NULL, trickle, NULL) != 0 || pthread_join(t, NULL) != 0)
+      return fprintf(stderr, "FAIL share: thread\n"), 1;
+    sleep_ms(30 * delay_ms);
+  }
+  printf("share: resident 20 delays after each burst (KiB above the start)");
+  for (int r = 0; r < ROUNDS; r++) printf(" %ld", after[r]);
+  printf("; held %d times\n", held);
+  if (held > 0)
+    return fprintf(stderr, "FAIL share: a few small blocks taught the delay, and a burst stayed resident\n"), 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (dlsym(RTLD_DEFAULT, "hak_stats_get_sized") == NULL) {
     printf("skip: not running on hakmem\n");
     return 77;
   }
   if (argc != 3 || atol(argv[2]) <= 0) {
-    fprintf(stderr, "usage: test_learned_delay periodic|sparse DELAY_MS\n");
+    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share DELAY_MS\n");
     return 2;
   }
   pthread_t t;
   if (pthread_create(&t, NULL, nothing, NULL) != 0 || pthread_join(t, NULL) != 0)
     return fprintf(stderr, "FAIL: thread\n"), 1;
   long delay_ms = atol(argv[2]);
-  if (strcmp(argv[1], "periodic") == 0) return check_periodic(delay_ms);
+  if (strcmp(argv[1], "periodic") == 0) return check_periodic("periodic", 1, delay_ms);
+  if (strcmp(argv[1], "slices") == 0) return check_periodic("slices", 256, delay_ms);
   if (strcmp(argv[1], "sparse") == 0) return check_sparse(delay_ms);
-  fprintf(stderr, "usage: test_learned_delay periodic|sparse DELAY_MS\n");
+  if (strcmp(argv[1], "share") == 0) return check_share(delay_ms);
+  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share DELAY_MS\n");
   return 2;
 }

@@ -946,14 +946,19 @@ static int check_deadline(void) {
 /* ---- asleep: memory comes back while the program makes no call --------------------------------------- */
 
 /* Both bursts in the calling process; 0 when their memory came back. `who` names the process. */
+/* How long `asleep` waits for freed memory to go: each of its phases takes back memory the previous one's
+ * sleep saw purged, so the purge delay learns ever longer intervals from it (src/purger.c), up to its
+ * ceiling of 10 s at the test's 400 ms. */
+enum { ASLEEP_WAIT_MS = 12000 };
+
 static int bursts_then_sleep(const char *who) {
   const long limit_kib = 32 << 10;
   if (large_burst() != 0) return 1;
   long cached = rss_kib();
-  long after_large = sleep_until_rss(limit_kib, 3000);
+  long after_large = sleep_until_rss(limit_kib, ASLEEP_WAIT_MS);
   if (small_burst(false) != 0) return 1;
   long freed = rss_kib();
-  long after_small = sleep_until_rss(limit_kib, 3000);
+  long after_small = sleep_until_rss(limit_kib, ASLEEP_WAIT_MS);
   printf("asleep: %s: large blocks freed %ld KiB resident, asleep %ld; small blocks freed %ld, asleep %ld; "
          "threads %d\n", who, cached, after_large, freed, after_small, thread_count());
   if (cached < 200 << 10 || freed <= limit_kib) /* the delay had not passed: the caches must still hold them */
@@ -1003,7 +1008,7 @@ static int check_asleep(void) {
   pthread_t t;
   if (pthread_create(&t, NULL, exiting_thread, NULL) != 0 || pthread_join(t, NULL) != 0)
     return fprintf(stderr, "FAIL asleep: thread\n"), 1;
-  long left = rss_kib(), asleep = sleep_until_rss(limit_kib, 3000);
+  long left = rss_kib(), asleep = sleep_until_rss(limit_kib, ASLEEP_WAIT_MS);
   printf("asleep: exited thread: %ld KiB resident after it exited, asleep %ld\n", left, asleep);
   if (left <= limit_kib) return fprintf(stderr, "FAIL asleep: the exited thread's memory was purged at once\n"), 1;
   if (asleep > limit_kib)
@@ -1020,7 +1025,7 @@ static int check_asleep(void) {
   /* in a shuffled order (a hash table's, say): counting frees in a row into one segment missed it */
   shuffle(handed, EXITED_BLOCKS);
   for (int i = 0; i < EXITED_BLOCKS; i++) free(handed[i]);
-  long handed_asleep = sleep_until_rss(limit_kib, 3000);
+  long handed_asleep = sleep_until_rss(limit_kib, ASLEEP_WAIT_MS);
   printf("asleep: blocks of an exited thread: %ld KiB resident while live, asleep after their frees %ld\n", held,
          handed_asleep);
   if (held <= limit_kib) return fprintf(stderr, "FAIL asleep: the handed blocks were not resident (proves nothing)\n"), 1;
