@@ -174,8 +174,9 @@ enum hak_option {
                                 thread and HAKMEM_BACKGROUND_PURGE is auto, each tier's delay rises to 5/4
                                 of the interval at which its freed memory comes back after its purge (large
                                 blocks: each block; pages of small and medium blocks: the mean interval,
-                                once what comes back within a window reaches 1 MiB, an eighth of their
-                                live memory and an eighth of what was purged), up to 32 times this (at
+                                which replaces the delay, once what comes back within a window, counted
+                                in resident pages, reaches 1 MiB, an eighth of their live memory and an
+                                eighth of what was purged), up to 32 times this (at
                                 most 10 s unless this is longer), and halves back once for every ten such
                                 delays in which no freed memory came back; a forked child starts from this
                                 value */

@@ -410,17 +410,26 @@ void hak_purger_after_fork_child(void);
  * purged (purge_delay.c). Zeroes: the option's delay. The large tier and the segments' slices keep one
  * each. */
 typedef struct hak_learned_delay {
-  _Atomic uint64_t ms;         /* the learned delay; 0 (or anything not above the option's): the option's */
+  _Atomic uint64_t ms;         /* the learned delay; 0: the option's */
   _Atomic uint64_t learned_at; /* hak_clock_ms of the last reuse it learned from (or of its last halving) */
   _Atomic uint64_t forked_at;  /* memory freed before this time (the fork that made the process) teaches nothing */
-  /* the slices' share rule: what the current window (from window_at) saw */
-  _Atomic uint64_t window_at;
-  _Atomic uint64_t purged_bytes;  /* purged by the deadline in this window */
-  _Atomic uint64_t purged_before; /* the same in the window before */
-  _Atomic uint64_t taken_bytes;   /* purged memory taken back, not counted yet */
-  _Atomic uint64_t taken_kib_ms;  /* the sum over it of KiB times the interval since its free */
-  _Atomic uint64_t kept_bytes;    /* kept memory taken back after longer than the option's delay */
+  /* the slices' share rule, under `lock` (zeroes are an unlocked default mutex): the current window */
+  pthread_mutex_t lock;
+  uint64_t window_at;                 /* when it started; 0: none yet */
+  uint64_t purged_bytes;              /* purged by the deadline in this window (resident pages) */
+  uint64_t purged_before;             /* the same in the window before */
+  uint64_t taken_bytes, taken_kib_ms; /* purged memory taken back, not counted yet, and its KiB x ms */
+  uint64_t kept_bytes, kept_kib_ms;   /* kept memory taken back after longer than the option's delay */
 } hak_learned_delay;
+/* What one page's take of free slices brings to the slices' learned delay (segment.c). */
+typedef struct hak_slices_taken {
+  uint64_t purged_bytes;  /* slices the deadline purged: the OS pages they held resident then, in bytes */
+  uint64_t purged_kib_ms; /* the sum over those of KiB times the interval since their free */
+  uint64_t kept_bytes;    /* dirty slices kept past the option's delay, whole */
+  uint64_t kept_kib_ms;
+  uint64_t live_bytes;    /* what the tier's pages hold */
+  uint64_t waiting_bytes; /* what waits to be purged */
+} hak_slices_taken;
 /* The purge delay in force at `now`: HAKMEM_PURGE_DELAY_MS (0 and -1 as the option says), or a longer
  * learned one, first halved for the time gone by without a reuse to learn from and held under the
  * ceiling of the option in force (hak_option_set may have lowered it). */
@@ -433,14 +442,11 @@ uint64_t hak_learned_delay_interval(const hak_learned_delay *d, uint64_t now, ui
 /* A block of its own (a large mapping) freed at `freed_ms` was taken back at `now`; `purged`: its
  * deadline had purged it. */
 void hak_learned_delay_note_block(hak_learned_delay *d, uint64_t now, uint64_t freed_ms, bool purged);
-/* The tier's deadline purged `bytes`. */
+/* The tier's deadline purged `bytes` (resident pages). */
 void hak_learned_delay_note_purged(hak_learned_delay *d, uint64_t now, uint64_t bytes);
-/* Slices taken back at `now`: `purged_bytes` that the deadline had purged (with the sum of KiB times
- * their intervals, each from hak_learned_delay_interval), and `kept_bytes` kept unpurged past the
- * option's delay; `live_bytes`, what the tier's pages hold. Learns once a window's takes reach the share
- * (purge_delay.c). */
-void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, uint64_t purged_bytes, uint64_t purged_kib_ms,
-                                   uint64_t kept_bytes, uint64_t live_bytes);
+/* Slices taken back at `now` (each interval from hak_learned_delay_interval): learns once a window's
+ * takes reach the share (purge_delay.c). */
+void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, const hak_slices_taken *taken);
 /* In a forked child: back to the option, and memory freed before `now` teaches nothing. */
 void hak_learned_delay_after_fork(hak_learned_delay *d, uint64_t now);
 

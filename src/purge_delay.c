@@ -11,16 +11,21 @@
  * The large tier learns from each mapping taken back (a mapping is a block of its own). The slices learn
  * from a share (hak_learned_delay_note_slices): within one window of a ceiling's length, the purged memory
  * taken back must reach the larger of 1 MiB, an eighth of the tier's live memory and an eighth of what its
- * deadline purges purged in this window or the one before; the delay then rises to 5/4 of the mean
- * interval, weighted by bytes. A review of a first version, which learned from any slice taken back, found
- * a 200-byte malloc by another thread teaching the delay for a 400 MB burst, held 3.2 s instead of 0.12 s
- * (docs/notes/2026-11-25-learned-slices-delay.md). The same share is needed for kept memory to count.
+ * deadline purges purged in this window or the one before, all counted in the pages that were resident
+ * when the deadline purged them (a 56 KiB malloc takes a page of 28 slices, 1.8 MB, and faults in one OS
+ * page). The delay then becomes 5/4 of the share's mean interval, weighted by those bytes, whether longer
+ * or shorter than before. A review of a first version, which learned from any slice taken back, found a
+ * 200-byte malloc by another thread teaching the delay for a 400 MB burst, held 3.2 s instead of 0.12 s
+ * (docs/notes/2026-11-25-learned-slices-delay.md). Kept memory refreshes the delay once it reaches the
+ * same share and an eighth of what waits to be purged, and brings it down to 5/4 of its own mean interval.
  *
  * Not in a single-threaded program under HAKMEM_BACKGROUND_PURGE=auto (hak_purger_alone): its trims bound
  * what waits, and memory the option's deadline no longer purged went to a trim instead, whose refault
  * raised the trims' bound at every burst of a review's program (test_one_thread unrelated-reuse). A
  * forked child starts from the option and does not learn from memory freed before the fork (its first
  * takes of what the parent had purged measured the parent's sleeps). */
+#include <pthread.h>
+
 #include "internal.h"
 
 #define DELAY_LEARN_MAX 32
@@ -65,76 +70,81 @@ uint64_t hak_learned_delay_interval(const hak_learned_delay *d, uint64_t now, ui
   return now - freed_ms;
 }
 
-/* Learn an interval of `interval` ms (> 0, within the ceiling) at which purged memory came back. */
-static void learn(hak_learned_delay *d, uint64_t now, uint64_t interval) {
-  uint64_t want = interval + interval / 4, most = learn_ceiling(hak_opts.value[HAK_OPT_PURGE_DELAY_MS]);
+/* The delay for memory that came back after `interval` ms (> 0): 5/4 of it, within the ceiling; 0 if
+ * that is not above the option (the option's delay then stands). */
+static uint64_t delay_for(uint64_t interval) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  uint64_t want = interval + interval / 4, most = learn_ceiling(delay);
   if (want > most) want = most;
-  if (want > atomic_load_explicit(&d->ms, memory_order_relaxed))
-    atomic_store_explicit(&d->ms, want, memory_order_relaxed);
-  atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
+  return want > (uint64_t)delay ? want : 0;
 }
 
 void hak_learned_delay_note_block(hak_learned_delay *d, uint64_t now, uint64_t freed_ms, bool purged) {
   uint64_t interval = hak_learned_delay_interval(d, now, freed_ms);
   if (interval == 0) return;
-  if (purged) learn(d, now, interval);
-  else if (interval > (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS]) /* kept, and the reuse goes on */
+  if (purged) { /* the large tier keeps the longest interval a block came back after */
+    uint64_t want = delay_for(interval);
+    if (want > atomic_load_explicit(&d->ms, memory_order_relaxed)) atomic_store_explicit(&d->ms, want, memory_order_relaxed);
     atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
+  } else if (interval > (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS]) { /* kept, and the reuse goes on */
+    atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
+  }
 }
 
-/* Start a new window if the current one is older than a ceiling: what a window saw is forgotten after
- * two, so neither a trickle of takes nor one old burst of purges weighs on later decisions. One thread
- * rolls it; takes and purges counted meanwhile may land in either window. */
+/* Start a new window if the current one is older than a ceiling (d->lock held): what a window saw is
+ * forgotten after two, so that neither a trickle of takes nor one old burst of purges weighs on later
+ * decisions. A clock read before the window started (a collection that read it, then purged for a
+ * while) counts in the current window. */
 static void roll_window(hak_learned_delay *d, uint64_t now) {
-  uint64_t span = learn_ceiling(hak_opts.value[HAK_OPT_PURGE_DELAY_MS]);
-  uint64_t at = atomic_load_explicit(&d->window_at, memory_order_relaxed);
-  if (at != 0 && now >= at && now - at <= span) return;
-  if (!atomic_compare_exchange_strong_explicit(&d->window_at, &at, now, memory_order_relaxed, memory_order_relaxed))
-    return;
-  uint64_t purged = atomic_exchange_explicit(&d->purged_bytes, 0, memory_order_relaxed);
-  atomic_store_explicit(&d->purged_before, at != 0 && now >= at && now - at <= 2 * span ? purged : 0,
-                        memory_order_relaxed);
-  atomic_store_explicit(&d->taken_bytes, 0, memory_order_relaxed);
-  atomic_store_explicit(&d->taken_kib_ms, 0, memory_order_relaxed);
-  atomic_store_explicit(&d->kept_bytes, 0, memory_order_relaxed);
+  uint64_t span = learn_ceiling(hak_opts.value[HAK_OPT_PURGE_DELAY_MS]), at = d->window_at;
+  if (at != 0 && (now < at || now - at <= span)) return;
+  d->purged_before = at != 0 && now - at <= 2 * span ? d->purged_bytes : 0;
+  d->window_at = now;
+  d->purged_bytes = d->taken_bytes = d->taken_kib_ms = d->kept_bytes = d->kept_kib_ms = 0;
 }
 
 void hak_learned_delay_note_purged(hak_learned_delay *d, uint64_t now, uint64_t bytes) {
   if (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] <= 0 || bytes == 0) return;
+  pthread_mutex_lock(&d->lock);
   roll_window(d, now);
-  atomic_fetch_add_explicit(&d->purged_bytes, bytes, memory_order_relaxed);
+  d->purged_bytes += bytes;
+  pthread_mutex_unlock(&d->lock);
 }
 
-/* The share of memory a window's takes must reach before they count. */
+/* The share of memory a window's takes must reach before they count (d->lock held). */
 static uint64_t share(const hak_learned_delay *d, uint64_t live_bytes) {
-  uint64_t purged = atomic_load_explicit(&d->purged_bytes, memory_order_relaxed);
-  uint64_t before = atomic_load_explicit(&d->purged_before, memory_order_relaxed);
-  uint64_t most = purged > before ? purged : before;
+  uint64_t most = d->purged_bytes > d->purged_before ? d->purged_bytes : d->purged_before;
   if (most < live_bytes) most = live_bytes;
   return most / 8 > SHARE_MIN_BYTES ? most / 8 : SHARE_MIN_BYTES;
 }
 
-void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, uint64_t purged_bytes, uint64_t purged_kib_ms,
-                                   uint64_t kept_bytes, uint64_t live_bytes) {
-  if (purged_bytes == 0 && kept_bytes == 0) return;
+void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, const hak_slices_taken *taken) {
+  if (taken->purged_bytes == 0 && taken->kept_bytes == 0) return;
+  pthread_mutex_lock(&d->lock);
   roll_window(d, now);
-  uint64_t need = share(d, live_bytes);
-  if (purged_bytes != 0) {
-    atomic_fetch_add_explicit(&d->taken_kib_ms, purged_kib_ms, memory_order_relaxed);
-    if (atomic_fetch_add_explicit(&d->taken_bytes, purged_bytes, memory_order_relaxed) + purged_bytes >= need) {
-      uint64_t bytes = atomic_exchange_explicit(&d->taken_bytes, 0, memory_order_relaxed);
-      uint64_t kib_ms = atomic_exchange_explicit(&d->taken_kib_ms, 0, memory_order_relaxed);
-      if (bytes >= need && kib_ms != 0) learn(d, now, kib_ms / (bytes >> 10) + 1);
-    }
+  uint64_t need = share(d, taken->live_bytes);
+  d->taken_bytes += taken->purged_bytes;
+  d->taken_kib_ms += taken->purged_kib_ms;
+  if (d->taken_bytes >= need) { /* the delay becomes the share's own: a longer one learned before goes */
+    uint64_t want = delay_for(d->taken_kib_ms / (d->taken_bytes >> 10) + 1);
+    atomic_store_explicit(&d->ms, want, memory_order_relaxed);
+    atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
+    d->taken_bytes = d->taken_kib_ms = 0;
   }
-  if (kept_bytes != 0 &&
-      atomic_fetch_add_explicit(&d->kept_bytes, kept_bytes, memory_order_relaxed) + kept_bytes >= need) {
-    atomic_store_explicit(&d->kept_bytes, 0, memory_order_relaxed);
-    atomic_store_explicit(&d->learned_at, now, memory_order_relaxed); /* the reuse goes on */
+  /* kept memory weighs against what the learned delay keeps waiting too, and holds the delay at 5/4 of
+   * its own mean interval at most (a pause taught the ceiling; the rounds after it come back sooner) */
+  d->kept_bytes += taken->kept_bytes;
+  d->kept_kib_ms += taken->kept_kib_ms;
+  if (d->kept_bytes >= need && d->kept_bytes >= taken->waiting_bytes / 8) {
+    uint64_t want = delay_for(d->kept_kib_ms / (d->kept_bytes >> 10) + 1);
+    if (want < atomic_load_explicit(&d->ms, memory_order_relaxed)) atomic_store_explicit(&d->ms, want, memory_order_relaxed);
+    atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
+    d->kept_bytes = d->kept_kib_ms = 0;
   }
+  pthread_mutex_unlock(&d->lock);
 }
 
 void hak_learned_delay_after_fork(hak_learned_delay *d, uint64_t now) {
-  *d = (hak_learned_delay){0};
+  *d = (hak_learned_delay){.lock = PTHREAD_MUTEX_INITIALIZER};
   atomic_store_explicit(&d->forked_at, now, memory_order_relaxed);
 }
