@@ -231,6 +231,23 @@ static void forget_measured(hak_segment *seg, uint64_t bits) {
   hak_counter_add(&segs.absent_pages, (uint64_t)0 - absent);
 }
 
+/* The resident OS pages of each slice in `slices` (nonzero), into slice_resident: one mincore over the
+ * span from the first to the last. False, and nothing written, if mincore fails. */
+static bool read_resident(hak_segment *seg, uint64_t slices) {
+  unsigned first = (unsigned)__builtin_ctzll(slices), last = 63u - (unsigned)__builtin_clzll(slices);
+  unsigned char resident[HAK_SLICES * SLICE_OS_PAGES];
+  if (hak_os_resident((uint8_t *)seg + ((size_t)first << HAK_SLICE_SHIFT), (size_t)(last - first + 1) << HAK_SLICE_SHIFT,
+                      resident) != 0)
+    return false;
+  for (uint64_t left = slices; left != 0; left &= left - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(left), pages = 0;
+    const unsigned char *vec = resident + (size_t)(i - first) * SLICE_OS_PAGES;
+    for (unsigned k = 0; k < SLICE_OS_PAGES; k++) pages += vec[k] & 1u;
+    seg->slice_resident[i] = (uint8_t)pages;
+  }
+  return true;
+}
+
 /* Count the resident OS pages of the dirty free slices of `seg` that no trim measured yet: one mincore
  * over the span from the first to the last (slices_lock held). Free slices are not written while they
  * wait, but the kernel may still fill them in (khugepaged collapsing a huge page around one touched
@@ -238,19 +255,9 @@ static void forget_measured(hak_segment *seg, uint64_t bits) {
  * failure they stay unmeasured, counted whole. */
 static void measure_locked(hak_segment *seg) {
   uint64_t todo = seg->dirty_slices & seg->free_slices & ~seg->measured_slices, absent = 0;
-  if (todo == 0) return;
-  unsigned first = (unsigned)__builtin_ctzll(todo), last = 63u - (unsigned)__builtin_clzll(todo);
-  unsigned char resident[HAK_SLICES * SLICE_OS_PAGES];
-  if (hak_os_resident((uint8_t *)seg + ((size_t)first << HAK_SLICE_SHIFT), (size_t)(last - first + 1) << HAK_SLICE_SHIFT,
-                      resident) != 0)
-    return;
-  for (uint64_t left = todo; left != 0; left &= left - 1) {
-    unsigned i = (unsigned)__builtin_ctzll(left), pages = 0;
-    const unsigned char *vec = resident + (size_t)(i - first) * SLICE_OS_PAGES;
-    for (unsigned k = 0; k < SLICE_OS_PAGES; k++) pages += vec[k] & 1u;
-    seg->slice_resident[i] = (uint8_t)pages;
-    absent += SLICE_OS_PAGES - pages;
-  }
+  if (todo == 0 || !read_resident(seg, todo)) return;
+  for (uint64_t left = todo; left != 0; left &= left - 1)
+    absent += SLICE_OS_PAGES - seg->slice_resident[__builtin_ctzll(left)];
   seg->measured_slices |= todo;
   hak_counter_add(&segs.measured_slices, (uint64_t)__builtin_popcountll(todo));
   hak_counter_add(&segs.absent_pages, absent);
@@ -299,16 +306,8 @@ static void purge_slices(hak_segment *seg, uint64_t slices) {
  * whole if mincore fails. */
 static void count_resident(hak_segment *seg, uint64_t slices) {
   forget_measured(seg, slices);
-  unsigned first = (unsigned)__builtin_ctzll(slices), last = 63u - (unsigned)__builtin_clzll(slices);
-  unsigned char resident[HAK_SLICES * SLICE_OS_PAGES];
-  bool counted = hak_os_resident((uint8_t *)seg + ((size_t)first << HAK_SLICE_SHIFT),
-                                 (size_t)(last - first + 1) << HAK_SLICE_SHIFT, resident) == 0;
-  for (uint64_t left = slices; left != 0; left &= left - 1) {
-    unsigned i = (unsigned)__builtin_ctzll(left), pages = 0;
-    const unsigned char *vec = resident + (size_t)(i - first) * SLICE_OS_PAGES;
-    for (unsigned k = 0; k < SLICE_OS_PAGES; k++) pages += counted ? vec[k] & 1u : 1u;
-    seg->slice_resident[i] = (uint8_t)pages;
-  }
+  if (read_resident(seg, slices)) return;
+  for (uint64_t left = slices; left != 0; left &= left - 1) seg->slice_resident[__builtin_ctzll(left)] = SLICE_OS_PAGES;
 }
 
 /* hak_segment_purge with slices_lock held. */
