@@ -15,12 +15,14 @@
 #define AUTO_INTERVAL_START 64
 #define AUTO_INTERVAL_MIN 16
 #define AUTO_INTERVAL_MAX 4096
-/* Slices of empty pages waiting in a heap's queues (2 MiB) beyond which the next pass comes within
- * AUTO_INTERVAL_MIN slow paths, whatever the interval: a burst of frees then retires its pages while it
- * lasts, so that segments it empties reach the segment cache, which the purger empties even if the
- * program then goes idle. Counted in slices, not pages: 32 medium pages of up to 31 slices each kept
- * 40-60 MiB of a burst resident (a review). */
-#define EMPTY_SLICES_EARLY_PASS 32
+/* Slices of empty pages (2 MiB) a heap keeps waiting in its queues, besides each class's first page. A
+ * page that its owner's free empties past this retires at once (hak_free_local_slow); past it with pages
+ * that remote frees emptied, the next pass comes within AUTO_INTERVAL_MIN slow paths, whatever the
+ * interval, and retires those empty for that long. Either way a burst of frees hands its pages to their
+ * segments while it lasts, where the purger reaches them even if the thread then goes idle. Counted in
+ * slices, not pages: 32 medium pages of up to 31 slices each kept 40-60 MiB of a burst resident (a
+ * review). */
+#define EMPTY_SLICES_KEPT 32
 /* Slow-path events between the passes that fold the counts of every page into the statistics. */
 #define COUNTS_FOLD_EVENTS 1024u
 
@@ -331,7 +333,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
   /* pages empty for a whole interval retire; during a burst of frees (an early pass) those empty for
    * AUTO_INTERVAL_MIN slow paths, since a grown interval would keep the whole burst for good once the
    * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
-  uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_EARLY_PASS ? AUTO_INTERVAL_MIN : (uint32_t)interval;
+  uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_KEPT ? AUTO_INTERVAL_MIN : (uint32_t)interval;
   if (heap->empty_slices) retire_empty_pages(heap, age, force);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
    * slow paths, since it walks every page and a pass may come every AUTO_INTERVAL_MIN */
@@ -611,20 +613,22 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   }
   if (page->used == 0 && !page->is_head) {
     heap->slow_events++;
-    /* HAKMEM_PURGE_DELAY_MS=0 asks for memory back at once: a page emptied by its owner retires now once
-     * empty pages of EMPTY_SLICES_EARLY_PASS wait with it, but for its class's first page (a review:
-     * bursts of freed medium blocks kept 40-60 MiB while the early passes waited for the pages to age).
-     * Below that it waits as with any delay: retired at every emptying, a page that a queue of a few
-     * blocks empties and refills was purged and faulted in again each time (a second review: 8.4 -> 560
-     * ns per step, 8,334 madvise calls) */
-    if (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0 && page != heap->pages[cls].first &&
-        heap->empty_slices + page->slice_count >= EMPTY_SLICES_EARLY_PASS) {
+    /* A heap keeps empty pages of at most EMPTY_SLICES_KEPT slices waiting, besides each class's
+     * first page: a page emptied past that retires now, to its segment's free slices, which the purge delay
+     * governs and the purger empties even while this thread sleeps. Before, it waited to age a pass's
+     * interval: the last pages of a burst of frees stayed for good once the thread went idle (a ring of
+     * 1-64 KiB blocks freed, then idle: 42 MiB kept, now 18: docs/notes/2026-11-25-idle-empty-pages.md).
+     * Below that bound pages wait: a page that a queue of a few blocks empties and refills would otherwise
+     * go through its segment each time (with HAKMEM_PURGE_DELAY_MS=0, purged and faulted in again: a review
+     * measured 8.4 -> 560 ns per step, 8,334 madvise calls) */
+    if (page != heap->pages[cls].first &&
+        heap->empty_slices + page->slice_count >= EMPTY_SLICES_KEPT) {
       hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
       retire_page(heap, page);
       return;
     }
     note_empty(heap, page);
-    if (heap->empty_slices >= EMPTY_SLICES_EARLY_PASS &&
+    if (heap->empty_slices >= EMPTY_SLICES_KEPT &&
         (int32_t)(heap->next_maintenance - heap->slow_events) > (int32_t)AUTO_INTERVAL_MIN)
       heap->next_maintenance = heap->slow_events + AUTO_INTERVAL_MIN;
     if (maintenance_due(heap)) heap_maintain(heap, false);

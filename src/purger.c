@@ -3,7 +3,9 @@
  * abandoned, and those of live threads) — so a program that goes idle after a burst gets its RSS back
  * without calling into hakmem again. While the program allocates, the threads' own maintenance passes do
  * the same work (heap.c); the purger covers the silence after. Not covered: empty pages a thread has not
- * retired yet (owner data, retired on that thread's slow paths).
+ * retired yet (owner data, retired on that thread's slow paths: under 2 MiB of them, besides each class's
+ * first page, since a page its owner empties past that retires at once), and pages other threads' frees
+ * emptied, which wait for their owner to collect them.
  *
  * When: the thread is asked for (state PENDING) by a note from the large cache or the segments once
  * hakmem's memory there holds more than HAK_PURGER_START_BYTES, and ahead of time by the growth of its

@@ -9,8 +9,8 @@ take each other's slices without purging them, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
 a slow path, a freed large block reused, counted and released by hak_collect (also one that an
 exited thread freed), an exited thread's segment that other threads emptied given back, a purge deadline that
-does not outlive the slices it was set for, and memory freed in bursts that comes back while the program
-sleeps."""
+does not outlive the slices it was set for, memory freed in bursts that comes back while the program
+sleeps, and the pages a thread's burst of frees emptied, given back while it sleeps."""
 import pytest
 
 from conftest import describe
@@ -18,7 +18,7 @@ from conftest import describe
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
-                                  "deadline", "asleep", "refused"])
+                                  "deadline", "asleep", "sleeper", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, regrow, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;
     # aged, idle: a short delay that the loop outlasts
@@ -31,6 +31,7 @@ def test_memory_comes_back(run_program, case, variant):
            # balanced profile's purge mode and cache size whatever the caller's environment
            "asleep": {"HAKMEM_PURGE_DELAY_MS": "400", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_LARGE_CACHE_MB": "1024",
                       "HAKMEM_BACKGROUND_PURGE": "1"},
+           "sleeper": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
            "refused": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"},
            "emptied": {"HAKMEM_PURGE_DELAY_MS": "100"}, "at-once": {"HAKMEM_PURGE_DELAY_MS": "0"},
            "at-once-queue": {"HAKMEM_PURGE_DELAY_MS": "0"}}.get(case)

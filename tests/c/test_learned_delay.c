@@ -10,8 +10,14 @@
  *          slices, purged by their deadline, faulted in again at every round before).
  *   sparse DELAY_MS: the same every 40 delays, 5 rounds: beyond what the delay may learn (32 of it), so
  *          the block is purged between every two rounds, as the option says.
+ *   share DELAY_MS: 64 MiB of 4 KiB blocks in bursts 60 delays apart, and between them a new thread's
+ *          few small blocks and one medium block, which take back a few purged slices: each burst is
+ *          purged within 20 delays all the same.
+ *   ratchet DELAY_MS: the slices' rounds every 3 delays, one pause of 25 delays, then rounds every 3
+ *          delays again: the pause taught the delay 31 delays, and the rounds after it bring it down, so
+ *          the last round's memory is purged within 12 delays of its free.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_learned_delay periodic|slices|sparse|share DELAY_MS */
+ * Usage: test_learned_delay periodic|slices|sparse|share|ratchet DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -139,13 +145,39 @@ static int check_share(long delay_ms) {
   return 0;
 }
 
+/* Rounds of 64 MiB in 256 blocks every 3 delays around one pause of 25; how long the last round's
+ * memory stays resident after its free. */
+static int check_ratchet(long delay_ms) {
+  enum { BEFORE = 4, AFTER = 12, HELD_MOST = 12, WAIT_MOST = 60 };
+  long faults[AFTER], rss[AFTER];
+  long start = rss_kib();
+  if (rounds_of(BEFORE, 3 * delay_ms, 256, faults, rss) != 0) return 1;
+  if (rounds_of(1, 25 * delay_ms, 256, faults, rss) != 0) return 1;
+  if (rounds_of(AFTER, 3 * delay_ms, 256, faults, rss) != 0) return 1;
+  if (rounds_of(1, 0, 256, faults, rss) != 0) return 1;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long waited_ms = 0;
+  while (rss_kib() - start > (BLOCK_MIB << 10) / 2 && waited_ms < WAIT_MOST * delay_ms) {
+    sleep_ms(delay_ms / 4 > 0 ? delay_ms / 4 : 1);
+    clock_gettime(CLOCK_MONOTONIC, &t1);
+    waited_ms = (t1.tv_sec - t0.tv_sec) * 1000 + (t1.tv_nsec - t0.tv_nsec) / 1000000;
+  }
+  printf("ratchet: the last round stayed resident %ld ms after its free (%.1f delays)\n", waited_ms,
+         (double)waited_ms / (double)delay_ms);
+  if (waited_ms > HELD_MOST * delay_ms)
+    return fprintf(stderr, "FAIL ratchet: one pause kept the delay it taught while rounds came back every 3 "
+                           "delays\n"), 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (dlsym(RTLD_DEFAULT, "hak_stats_get_sized") == NULL) {
     printf("skip: not running on hakmem\n");
     return 77;
   }
   if (argc != 3 || atol(argv[2]) <= 0) {
-    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share DELAY_MS\n");
+    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet DELAY_MS\n");
     return 2;
   }
   pthread_t t;
@@ -156,6 +188,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "slices") == 0) return check_periodic("slices", 256, delay_ms);
   if (strcmp(argv[1], "sparse") == 0) return check_sparse(delay_ms);
   if (strcmp(argv[1], "share") == 0) return check_share(delay_ms);
-  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share DELAY_MS\n");
+  if (strcmp(argv[1], "ratchet") == 0) return check_ratchet(delay_ms);
+  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet DELAY_MS\n");
   return 2;
 }

@@ -42,13 +42,17 @@
  *           each followed by no call at all: the memory comes back within a few purge delays anyway (the
  *           background purger), also in a forked child; a program that never cached much has no thread
  *           but its own;
+ *   sleeper: bursts of medium blocks (48 KiB, then 200,000 bytes) written, freed in the order they were
+ *           allocated, each followed by no call at all: the thread keeps empty pages of under 2 MiB and its
+ *           classes' first pages, so RSS falls back to within 8 MiB of the start (the last pages a burst
+ *           emptied waited to age in their queues: 30-35 MiB stayed for good);
  *   refused: with all memory locked (mlockall) the kernel refuses every purge: the purger must retry
  *           them a delay later, not spin on them while the program sleeps;
  *   pthread-exit: the main thread leaves through pthread_exit after a worker freed enough large blocks
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|
+ * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1047,6 +1051,33 @@ static int check_asleep(void) {
   return 0;
 }
 
+/* ---- sleeper: a thread frees a burst of medium blocks and sleeps --------------------------------------- */
+
+static int check_sleeper(void) {
+  enum { BURST = 64 << 20, SLACK_KIB = 8 << 10, WAIT_MS = 3000 };
+  static char *blocks[BURST / (48 << 10)];
+  const size_t sizes[] = {48 << 10, 200000};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    int count = (int)(BURST / sizes[k]);
+    long start = rss_kib();
+    for (int i = 0; i < count; i++) {
+      blocks[i] = malloc(sizes[k]);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL sleeper: malloc of %zu bytes\n", sizes[k]), 1;
+      memset(blocks[i], 1, sizes[k]);
+    }
+    long live = rss_kib() - start;
+    for (int i = 0; i < count; i++) free(blocks[i]);
+    long asleep = sleep_until_rss(start + SLACK_KIB, WAIT_MS) - start;
+    printf("sleeper: %d blocks of %zu B: %ld KiB resident above the start while live, %ld asleep after their "
+           "frees\n", count, sizes[k], live, asleep);
+    if (live < (BURST >> 10) / 2)
+      return fprintf(stderr, "FAIL sleeper: the blocks were not resident (the test proves nothing)\n"), 1;
+    if (asleep > SLACK_KIB)
+      return fprintf(stderr, "FAIL sleeper: the thread kept the pages its frees emptied while it slept\n"), 1;
+  }
+  return 0;
+}
+
 static double cpu_seconds(void) {
   struct timespec t;
   clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
@@ -1245,13 +1276,14 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "pool") == 0) return check_pool();
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
+  if (argc == 2 && strcmp(argv[1], "sleeper") == 0) return check_sleeper();
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
   if (argc == 2 && strcmp(argv[1], "pthread-exit-locked") == 0) return check_pthread_exit_locked();
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
