@@ -34,7 +34,8 @@
  * thread with a heap is left it gives back the large cache and the cached segments at once and ends
  * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD
  * destructors gets no heap (heap.c, hak_heap_for_counting).
- * A forked child has no purger until a note of its own asks for one.
+ * A forked child that inherits over the start size waiting for deadlines asks for its own at once;
+ * another has none until a note of its own asks for one.
  *
  * Without the thread (HAKMEM_BACKGROUND_PURGE=auto, the default, while the process has one thread): a
  * thread would make a single-threaded program multi-threaded for good (sync.h's locks, the C library's
@@ -293,9 +294,18 @@ void hak_purger_unlock(void) { pthread_mutex_unlock(&purger.lock); }
 
 void hak_purger_after_fork_child(void) {
   pthread_mutex_init(&purger.lock, NULL);
-  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == RUNNING) init_wake(); /* may be mid-wait */
-  purger.due_ms = 0;
-  atomic_store_explicit(&purger.sleep_until_ms, 0, memory_order_relaxed);
-  if (atomic_load_explicit(&purger.state, memory_order_relaxed) != FAILED)
-    atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
+  int state = atomic_load_explicit(&purger.state, memory_order_relaxed);
+  if (state == RUNNING) init_wake(); /* may be mid-wait */
+  /* What the child inherited waiting for its deadlines (brought to at most one delay away by the segments
+   * and the large cache): past the start size, the child asks for a purger of its own, due at once, so
+   * that its next allocation path starts it. Its notes would not ask: what the parent freed before the
+   * fork was noted already, and a child that frees little notes nothing (200 MB its parent freed just
+   * before the fork stayed in the child for good: docs/notes/2026-11-25-idle-empty-pages.md). A child
+   * that glibc counts single-threaded gets none, as any such process (its frees trim). */
+  int64_t waiting = atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) -
+                    (int64_t)hak_segments_used_bytes() - (int64_t)hak_large_live_bytes();
+  bool wanted = state != FAILED && idle_purging_on() && waiting > (int64_t)HAK_PURGER_START_BYTES;
+  purger.due_ms = wanted ? hak_clock_ms() : 0;
+  atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
+  if (state != FAILED) atomic_store_explicit(&purger.state, wanted ? PENDING : IDLE, memory_order_relaxed);
 }
