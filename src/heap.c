@@ -16,7 +16,8 @@
 #define AUTO_INTERVAL_MIN 16
 #define AUTO_INTERVAL_MAX 4096
 /* Slices of empty pages (2 MiB) a heap keeps waiting in its queues, besides each class's first page. A
- * page that its owner's free empties past this retires at once (hak_free_local_slow); past it with pages
+ * page that its owner's free empties past this retires at once (hak_free_local_slow), once the purger
+ * covers an idle program or with a purge delay of 0; past it otherwise, or with pages
  * that remote frees emptied, the next pass comes within AUTO_INTERVAL_MIN slow paths, whatever the
  * interval, and retires those empty for that long. Either way a burst of frees hands its pages to their
  * segments while it lasts, where the purger reaches them even if the thread then goes idle. Counted in
@@ -353,19 +354,35 @@ static void heap_maintain(hak_heap *heap, bool force) {
 
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
 
+/* A page the purger gave back while it was full, all its blocks freed by other threads (REMOTE_PURGED,
+ * segment.c), off its list: its blocks count as collected, and its slices go back to its segment (to
+ * `releasing`'s, which may release the segment; NULL: kept), purged already. */
+static void retire_purged_page(hak_heap *heap, hak_page *page, hak_heap *releasing) {
+  hak_page_flush_counts(heap, page);
+  HAK_COUNT_N(heap->counters.collected[page->size_class], page->used);
+  page->used = 0;
+  page->used_at_flush = 0;
+  hak_segment_page_free(releasing, page);
+}
+
 /* Pages of class `cls` in the full list that received remote frees go back to the queue (its back: the
- * head is being used); pages that became empty are noted for retirement. */
+ * head is being used); pages that became empty are noted for retirement; pages the purger gave back go
+ * to their segments. */
 static void rescue_full_pages(hak_heap *heap, unsigned cls) {
   hak_page *page = heap->full[cls].first;
   while (page != NULL) {
     hak_page *next = page->next;
-    if (hak_remote_list(atomic_load_explicit(&page->remote, memory_order_acquire)) != NULL) {
+    uintptr_t word = atomic_load_explicit(&page->remote, memory_order_acquire);
+    if (hak_remote_list(word) != NULL || (word & REMOTE_STATE_MASK) == REMOTE_PURGED) {
       queue_remove(&heap->full[cls], page);
       hak_page_set_full(page, false);
-      hak_page_clear_full_state(page);
-      hak_page_collect(heap, page);
-      queue_push_back(&heap->pages[cls], page);
-      if (page->used == 0 && !page->is_head) note_empty(heap, page);
+      if (hak_page_clear_full_state(page) == REMOTE_PURGED) { /* perhaps since the load */
+        retire_purged_page(heap, page, heap);
+      } else {
+        hak_page_collect(heap, page);
+        queue_push_back(&heap->pages[cls], page);
+        if (page->used == 0 && !page->is_head) note_empty(heap, page);
+      }
     }
     page = next;
   }
@@ -598,7 +615,9 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->slice_count == 0) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
   HAK_COUNT_N(heap->counters.slow_frees, 1);
-  if (page->used == 0 || block == page->free) /* the head of free is a freed or a carved, never returned block */
+  /* the head of free is a freed or a carved, never returned block; every block of a purged page was freed */
+  if (page->used == 0 || block == page->free ||
+      (page->in_full && (atomic_load_explicit(&page->remote, memory_order_acquire) & REMOTE_STATE_MASK) == REMOTE_PURGED))
     hak_fatal("double free (or free of a block not allocated) detected of", block, page->size_class);
   hak_next_encode(page, block, page->free);
   page->free = block;
@@ -618,11 +637,14 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
      * governs and the purger empties even while this thread sleeps. Before, it waited to age a pass's
      * interval: the last pages of a burst of frees stayed for good once the thread went idle (a ring of
      * 1-64 KiB blocks freed, then idle: 42 MiB kept, now 18: docs/notes/2026-11-25-idle-empty-pages.md).
-     * Below that bound pages wait: a page that a queue of a few blocks empties and refills would otherwise
-     * go through its segment each time (with HAKMEM_PURGE_DELAY_MS=0, purged and faulted in again: a review
-     * measured 8.4 -> 560 ns per step, 8,334 madvise calls) */
-    if (page != heap->pages[cls].first &&
-        heap->empty_slices + page->slice_count >= EMPTY_SLICES_KEPT) {
+     * Only where that helps: with HAKMEM_PURGE_DELAY_MS=0, or once the purger (or a lone program's trims)
+     * covers an idle program; below, rounds of 100 blocks of 48 KiB took their pages from the segment
+     * again at each round, 13.9 -> 17.0 ns a pair (a review). Below the bound pages wait: a page that a
+     * queue of a few blocks empties and refills would otherwise go through its segment each time (with a
+     * delay of 0, purged and faulted in again: a review measured 8.4 -> 560 ns per step, 8,334 madvise
+     * calls) */
+    if (page != heap->pages[cls].first && heap->empty_slices + page->slice_count >= EMPTY_SLICES_KEPT &&
+        (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0 || hak_purger_covers_idle())) {
       hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
       retire_page(heap, page);
       return;
@@ -655,7 +677,10 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
     hak_page_set_full(page, false);
     page->is_empty_listed = 0;
     page->found_exhausted = 0; /* a new owner's first scan gives it the second chance again */
-    hak_page_clear_full_state(page);
+    if (hak_page_clear_full_state(page) == REMOTE_PURGED) { /* abandon_queue retires those: not expected */
+      retire_purged_page(heap, page, NULL);
+      continue;
+    }
     hak_page_collect(heap, page);
     if (page->used == 0) {
       hak_segment_page_free(NULL, page);
@@ -670,14 +695,16 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
   hak_page *page = q->first;
   while (page != NULL) {
     hak_page *next = page->next;
-    hak_page_collect(heap, page);
+    /* out of the full state first: the purger takes only full pages */
+    bool purged = hak_page_clear_full_state(page) == REMOTE_PURGED;
+    if (!purged) hak_page_collect(heap, page);
     hak_page_set_full(page, false);
     page->is_empty_listed = 0;
     page->found_exhausted = 0;
-    hak_page_clear_full_state(page);
     page->next = page->prev = NULL;
     hak_page_set_head(page, false);
-    if (page->used == 0) hak_segment_page_free(NULL, page);
+    if (purged) retire_purged_page(heap, page, NULL);
+    else if (page->used == 0) hak_segment_page_free(NULL, page);
     page = next;
   }
   q->first = q->last = NULL;

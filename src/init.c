@@ -73,10 +73,10 @@ static void pin_own_object(void) {}
 
 static void fork_child(void) {
   hak_os_note_mlockall(0); /* the kernel does not let a child inherit mlockall(MCL_FUTURE) */
-  hak_purger_after_fork_child();
   hak_large_after_fork_child();
   hak_segments_after_fork_child();
   hak_heaps_after_fork_child();
+  hak_purger_after_fork_child(); /* last: it reads what the tiers keep waiting */
 }
 
 void hak_init(void) {

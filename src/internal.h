@@ -113,6 +113,9 @@ enum {
   REMOTE_NORMAL = 0,   /* page is in its class queue */
   REMOTE_FULL = 1,     /* page is in the full list; the next remote free must notify the owner */
   REMOTE_NOTIFIED = 2, /* page is in the full list and its owner has been notified */
+  REMOTE_PURGED = 3,   /* page is in the full list, other threads freed every block of it and the purger
+                          gave its memory back (segment.c: orphaned pages); the list is gone, and the owner
+                          hands the page to its segment when it next looks (heap.c) */
   REMOTE_STATE_MASK = 3
 };
 
@@ -125,6 +128,7 @@ typedef struct hak_block {
  * page), bits 2-47 the list head (blocks are 16-byte aligned, below 2^47), bits 0-1 the REMOTE_* state. */
 #define HAK_REMOTE_COUNT_SHIFT 48
 #define HAK_REMOTE_PTR_MASK ((((uintptr_t)1 << 47) - 1) & ~(uintptr_t)REMOTE_STATE_MASK)
+#define HAK_REMOTE_LOW_MASK (((uintptr_t)1 << HAK_REMOTE_COUNT_SHIFT) - 1) /* the list head and the state */
 
 static inline hak_block *hak_remote_list(uintptr_t word) { return (hak_block *)(word & HAK_REMOTE_PTR_MASK); }
 static inline uint32_t hak_remote_count(uintptr_t word) { return (uint32_t)(word >> HAK_REMOTE_COUNT_SHIFT); }
@@ -219,6 +223,8 @@ typedef struct hak_segment {
                                         purge): taking one back teaches the slices' purge delay */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
+  _Atomic uint64_t orphan_hint;      /* bit i: a remote free emptied the full page at slice i (segment.c) */
+  _Atomic uint64_t orphan_seen;      /* bit i: a collection found that page still emptied (segment.c) */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
   /* slice -> 1 + the class of the page covering it if that class has a class cache (default builds), else
@@ -395,6 +401,10 @@ void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);
+/* Whether memory given to the segments or the large cache now goes back to the OS by its deadline even
+ * if the program then makes no call: idle purging is on and hakmem holds more than the start size (the
+ * purger runs or is asked for; or, in a lone program, its frees trim). */
+bool hak_purger_covers_idle(void);
 /* Create the purger thread if a note asked for it. Only on allocation paths holding nothing (the top of
  * the small/medium slow path, the end of a large allocation) and at a thread's exit: pthread_create
  * allocates, and it takes glibc's stack-cache lock, under which glibc frees a dead thread's TLS, so never
@@ -531,13 +541,21 @@ bool hak_page_extend(hak_page *page);
 void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block);
 uint64_t hak_orphan_remote_frees(void);
 bool hak_page_set_full_state(hak_page *page);
-void hak_page_clear_full_state(hak_page *page);
+/* The page leaves the full state (REMOTE_NORMAL, its remote list kept); returns the state it had. */
+uintptr_t hak_page_clear_full_state(hak_page *page);
 
 /* ---- Segments (segment.c) ------------------------------------------------------------------------ */
 /* A new page of class `cls` from the free slices of the heap's segments; with `add_segment`, failing
  * that, from a cached or newly mapped segment. NULL when there is no room (or no memory). */
 hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment);
+/* The slices of `page` become free in its segment: dirty, purged after the delay (but those the purger
+ * gave back already: a REMOTE_PURGED page). */
 void hak_segment_page_free(hak_heap *heap, hak_page *page);
+/* A remote free is about to empty the full page `page` of `seg` (its caller still holds a block in it):
+ * the collection gives the page's memory back once it stays so for a purge delay. */
+void hak_segment_note_orphan(hak_segment *seg, const hak_page *page);
+/* After that free: the collection is asked for, a purge delay away (touches no segment). */
+void hak_segments_orphan_due(void);
 /* Purge the dirty free slices of `seg` if their delay has passed (or `force`); whether a purge is still
  * pending afterwards. */
 bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force);
@@ -557,6 +575,9 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
  * passed; with `force`, also unmap every cached segment. Run by the purger, by maintenance passes (when a
  * deadline is due) and by hak_collect. */
 void hak_segments_collect(bool force);
+/* Bytes of the free slices waiting for their purge, over all segments (resident pages where a trim
+ * counted them, whole slices otherwise). */
+uint64_t hak_segments_waiting_bytes(void);
 /* Earliest purge deadline among all segments (hak_clock_ms time); 0 when none waits. */
 uint64_t hak_segments_purge_due(void);
 /* If the free slices waiting for their purge, over all segments, hold more than `keep_bytes`, purge them
@@ -642,6 +663,8 @@ void hak_large_after_fork_child(void);
 void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint64_t *bytes, uint64_t *frees);
 /* Bytes the live large blocks hold: their mappings less the tails given back (as counted in committed). */
 uint64_t hak_large_live_bytes(void);
+/* What the large cache's mappings not purged yet may hold resident (the sum of their reach). */
+uint64_t hak_large_waiting_bytes(void);
 
 /* ---- Hardened-mode block helpers ------------------------------------------------------------------ */
 /* Whether `p` is the start of a block of `page` (carved or not). The offset is below 2^32, so it is a

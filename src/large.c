@@ -94,6 +94,7 @@ void hak_large_counters(uint64_t *hits, uint64_t *misses, uint64_t *allocs, uint
 }
 
 uint64_t hak_large_live_bytes(void) { return atomic_load_explicit(&large.live_held, memory_order_relaxed); }
+uint64_t hak_large_waiting_bytes(void) { return atomic_load_explicit(&large.unpurged_bytes, memory_order_relaxed); }
 
 /* Bytes of a mapping counted as committed while its block is live: all of it but the released tail.
  * Every change to a live block's map_size or released_tail is bracketed by live_add(h, false) and

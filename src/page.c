@@ -162,16 +162,22 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
     return;
   }
   uint64_t class_bit = (uint64_t)1 << page->size_class;
-  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state;
+  uintptr_t full_count = (uintptr_t)page->reserved << HAK_REMOTE_COUNT_SHIFT;
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state, next;
+  bool empties;
   do {
     state = old & REMOTE_STATE_MASK;
     hak_block *head = hak_remote_list(old);
-    if (unlikely(block == head)) hak_fatal("double free detected of", block, page->size_class);
+    if (unlikely(block == head || state == REMOTE_PURGED)) hak_fatal("double free detected of", block, page->size_class);
     hak_next_encode(page, block, head);
-  } while (!atomic_compare_exchange_weak_explicit(
-      &page->remote, &old,
-      hak_remote_word(block, hak_remote_count(old) + 1, state == REMOTE_FULL ? REMOTE_NOTIFIED : state),
-      memory_order_release, memory_order_relaxed));
+    next = hak_remote_word(block, hak_remote_count(old) + 1, state == REMOTE_FULL ? REMOTE_NOTIFIED : state);
+    /* A full page holds no free block: this free is its last block's when the list holds all the others
+     * (while one of its blocks waits in the owner's class cache, the count never gets there). Noted before
+     * the CAS, after which the segment may go. */
+    empties = state != REMOTE_NORMAL && (next & ~HAK_REMOTE_LOW_MASK) == full_count;
+    if (unlikely(empties)) hak_segment_note_orphan(seg, page);
+  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, next, memory_order_release, memory_order_relaxed));
+  if (unlikely(empties)) hak_segments_orphan_due();
   if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, 1);
   else atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
   /* An owner read before the CAS may be stale (the segment changed hands in a window of a few
@@ -189,9 +195,10 @@ bool hak_page_set_full_state(hak_page *page) {
   return true;
 }
 
-void hak_page_clear_full_state(hak_page *page) {
+uintptr_t hak_page_clear_full_state(hak_page *page) {
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
   while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, old & ~(uintptr_t)REMOTE_STATE_MASK,
                                                 memory_order_acq_rel, memory_order_relaxed)) {
   }
+  return old & REMOTE_STATE_MASK;
 }

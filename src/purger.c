@@ -2,10 +2,11 @@
  * has passed — large.c's cached mappings, and the free slices of every segment (segment.c: cached,
  * abandoned, and those of live threads) — so a program that goes idle after a burst gets its RSS back
  * without calling into hakmem again. While the program allocates, the threads' own maintenance passes do
- * the same work (heap.c); the purger covers the silence after. Not covered: empty pages a thread has not
- * retired yet (owner data, retired on that thread's slow paths: under 2 MiB of them, besides each class's
- * first page, since a page its owner empties past that retires at once), and pages other threads' frees
- * emptied, which wait for their owner to collect them.
+ * the same work (heap.c); the purger covers the silence after, full pages whose blocks other threads all
+ * freed included (orphaned pages, segment.c). Not covered: empty pages a thread has not retired yet
+ * (owner data, retired on that thread's slow paths: under 2 MiB of them, besides each class's first page,
+ * since a page its owner empties past that retires at once), and pages in a thread's queues, not full,
+ * that other threads' frees emptied: they wait for their owner to collect them.
  *
  * When: the thread is asked for (state PENDING) by a note from the large cache or the segments once
  * hakmem's memory there holds more than HAK_PURGER_START_BYTES, and ahead of time by the growth of its
@@ -34,8 +35,8 @@
  * thread with a heap is left it gives back the large cache and the cached segments at once and ends
  * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD
  * destructors gets no heap (heap.c, hak_heap_for_counting).
- * A forked child that inherits over the start size waiting for deadlines asks for its own at once;
- * another has none until a note of its own asks for one.
+ * A forked child that inherits over the start size waiting for deadlines asks for its own at its first
+ * allocation path a delay after the fork; any child asks when a note of its own does.
  *
  * Without the thread (HAKMEM_BACKGROUND_PURGE=auto, the default, while the process has one thread): a
  * thread would make a single-threaded program multi-threaded for good (sync.h's locks, the C library's
@@ -80,6 +81,7 @@ static struct {
   _Atomic uint64_t sleep_until_ms; /* due_ms, for notes to read without the lock */
   _Atomic int state;
   _Atomic bool ending; /* the thread is deciding whether to end (may_end): growth notes take the lock */
+  _Atomic uint64_t inherited_due_ms; /* a forked child's: what it inherited waiting asks for a thread then */
 } purger = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
 static pthread_once_t wake_once = PTHREAD_ONCE_INIT;
@@ -252,6 +254,11 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
   if (earlier && state == RUNNING) pthread_cond_signal(&purger.wake);
 }
 
+bool hak_purger_covers_idle(void) {
+  return idle_purging_on() &&
+         atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) > (int64_t)HAK_PURGER_START_BYTES;
+}
+
 void hak_purger_note_growth(void) {
   /* while alone too: hak_purger_start_pending waits for a second thread, and the first allocation after
    * it starts the purger */
@@ -270,11 +277,37 @@ void hak_purger_note_growth(void) {
   pthread_mutex_unlock(&purger.lock);
 }
 
+/* A forked child's inherited work now asks for the thread, due at once (see hak_purger_after_fork_child). */
+static void ask_for_inherited(uint64_t now) {
+  pthread_mutex_lock(&purger.lock);
+  atomic_store_explicit(&purger.inherited_due_ms, 0, memory_order_relaxed);
+  if (atomic_load_explicit(&purger.state, memory_order_relaxed) == IDLE) {
+    purger.due_ms = now;
+    atomic_store_explicit(&purger.sleep_until_ms, now, memory_order_relaxed);
+    atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
+  }
+  pthread_mutex_unlock(&purger.lock);
+}
+
 void hak_purger_start_pending(void) {
-  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING) || hak_purger_alone()) return;
+  if (likely(atomic_load_explicit(&purger.state, memory_order_relaxed) != PENDING)) {
+    uint64_t inherited = atomic_load_explicit(&purger.inherited_due_ms, memory_order_relaxed);
+    if (likely(inherited == 0)) return;
+    uint64_t now = hak_clock_ms();
+    if (now < inherited) return;
+    ask_for_inherited(now);
+  }
+  if (hak_purger_alone()) return;
   pthread_mutex_lock(&purger.lock);
   bool start = atomic_load_explicit(&purger.state, memory_order_relaxed) == PENDING;
-  if (start) atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);
+  if (start) {
+    atomic_store_explicit(&purger.state, RUNNING, memory_order_relaxed);
+    /* started by a forked child's own note (a growth, which sets no deadline): it covers what the child
+     * inherited too */
+    uint64_t inherited = atomic_exchange_explicit(&purger.inherited_due_ms, 0, memory_order_relaxed);
+    purger.due_ms = earliest(purger.due_ms, inherited);
+    atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&purger.lock);
   if (start && hak_os_thread_start(purger_main) != 0)
     atomic_store_explicit(&purger.state, FAILED, memory_order_release); /* retrying could cost a clone per free */
@@ -297,15 +330,18 @@ void hak_purger_after_fork_child(void) {
   int state = atomic_load_explicit(&purger.state, memory_order_relaxed);
   if (state == RUNNING) init_wake(); /* may be mid-wait */
   /* What the child inherited waiting for its deadlines (brought to at most one delay away by the segments
-   * and the large cache): past the start size, the child asks for a purger of its own, due at once, so
-   * that its next allocation path starts it. Its notes would not ask: what the parent freed before the
-   * fork was noted already, and a child that frees little notes nothing (200 MB its parent freed just
-   * before the fork stayed in the child for good: docs/notes/2026-11-25-idle-empty-pages.md). A child
-   * that glibc counts single-threaded gets none, as any such process (its frees trim). */
-  int64_t waiting = atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) -
-                    (int64_t)hak_segments_used_bytes() - (int64_t)hak_large_live_bytes();
-  bool wanted = state != FAILED && idle_purging_on() && waiting > (int64_t)HAK_PURGER_START_BYTES;
-  purger.due_ms = wanted ? hak_clock_ms() : 0;
-  atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);
-  if (state != FAILED) atomic_store_explicit(&purger.state, wanted ? PENDING : IDLE, memory_order_relaxed);
+   * and the large cache, whose handlers ran first): past the start size, the child asks for a purger of
+   * its own, since its notes would not (what the parent freed before the fork was noted already, and a
+   * child that frees little notes nothing: 200 MB its parent freed just before the fork stayed in the
+   * child for good, docs/notes/2026-11-25-idle-empty-pages.md). It asks at its first allocation path
+   * from one delay on (the child's own notes ask as in any process): a child that execs, or calls
+   * unshare(CLONE_NEWUSER), within that time gets no thread (a review: with one, a malloc then exec cost
+   * 26 % more per fork). A child glibc counts single-threaded gets none, as any such process. */
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  uint64_t waiting = hak_segments_waiting_bytes() + hak_large_waiting_bytes();
+  bool wanted = state != FAILED && idle_purging_on() && waiting > HAK_PURGER_START_BYTES;
+  purger.due_ms = 0;
+  atomic_store_explicit(&purger.sleep_until_ms, 0, memory_order_relaxed);
+  atomic_store_explicit(&purger.inherited_due_ms, wanted ? hak_clock_ms() + (uint64_t)delay : 0, memory_order_relaxed);
+  if (state != FAILED) atomic_store_explicit(&purger.state, IDLE, memory_order_relaxed);
 }

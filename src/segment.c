@@ -330,6 +330,69 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
 }
 
+/* ---- Orphaned pages ------------------------------------------------------------------------------
+ * A thread that allocated a burst and went idle while other threads freed all of it keeps the burst's
+ * pages: they wait in its full lists, and only it collects their remote frees (heap.c), on its own slow
+ * paths (a main thread that allocated 200 MB for workers to free: all of it resident while it waited).
+ * A full page holds no free block (its owner found none to hand out or carve, and a block in its class
+ * cache counts as used), so the remote free that brings its remote count to `reserved` frees its last
+ * block: that free notes the page here (orphan_hint, before its CAS: the segment may go after). The
+ * collection then looks at the page under the segment's slices_lock, where no page is set up or given
+ * back: still full and its remote list holding every block, found so at two collections in a row (a
+ * purge delay apart; at once when forced or with a delay of 0), it swaps the remote word for
+ * REMOTE_PURGED in one CAS (an owner that took the page out of the full state first wins) and purges
+ * the page's slices. The owner, when it next looks at the page, hands it to its segment, which keeps
+ * those slices purged (hak_segment_page_free). A page that leaves the full state drops its hint. */
+
+void hak_segment_note_orphan(hak_segment *seg, const hak_page *page) {
+  uint64_t bit = (uint64_t)1 << (page - seg->pages);
+  atomic_fetch_and_explicit(&seg->orphan_seen, ~bit, memory_order_relaxed); /* emptied anew: wait again */
+  atomic_fetch_or_explicit(&seg->orphan_hint, bit, memory_order_release);
+}
+
+void hak_segments_orphan_due(void) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  if (delay < 0) return;
+  uint64_t due = hak_clock_ms() + (uint64_t)delay;
+  note_due(due);
+  hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
+}
+
+/* The pages orphan_hint notes in `seg` (slices_lock held): each still full with every block freed by
+ * other threads is purged if it was found so at the last collection too (or `at_once`). Returns whether
+ * some stay noted, for a look a delay later. */
+static bool purge_orphans_locked(hak_segment *seg, bool at_once) {
+  uint64_t hint = atomic_exchange_explicit(&seg->orphan_hint, 0, memory_order_acquire);
+  uint64_t seen = atomic_load_explicit(&seg->orphan_seen, memory_order_relaxed), keep = 0, emptied = 0;
+  for (uint64_t m = hint; m != 0; m &= m - 1) {
+    unsigned at = (unsigned)__builtin_ctzll(m);
+    uint64_t bit = (uint64_t)1 << at;
+    if (at == 0 || (seg->free_slices & bit) != 0) continue; /* given back since */
+    hak_page *page = &seg->pages[at]; /* a page start while the hint holds: see below */
+    uint32_t reserved = page->reserved;
+    uintptr_t word = atomic_load_explicit(&page->remote, memory_order_acquire);
+    uintptr_t state = word & REMOTE_STATE_MASK;
+    /* out of the full state: its owner has it (or the slice lies inside another page, whose descriptor
+     * here was given back with an empty remote list) */
+    if (state != REMOTE_FULL && state != REMOTE_NOTIFIED) continue;
+    keep |= bit;
+    if (reserved == 0 || hak_remote_count(word) != reserved) continue; /* a free still on its way */
+    if (!at_once && (seen & bit) == 0) {
+      emptied |= bit;
+      continue;
+    }
+    uint64_t slices = run_mask(at, slices_for_class(page->size_class));
+    if (!atomic_compare_exchange_strong_explicit(&page->remote, &word, hak_remote_word(NULL, 0, REMOTE_PURGED),
+                                                 memory_order_acq_rel, memory_order_relaxed))
+      continue;
+    keep &= ~bit;
+    purge_slices(seg, slices);
+  }
+  atomic_store_explicit(&seg->orphan_seen, emptied, memory_order_relaxed);
+  if (keep != 0) atomic_fetch_or_explicit(&seg->orphan_hint, keep, memory_order_relaxed);
+  return keep != 0;
+}
+
 bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
   if (!force && (due == 0 || now_ms < due)) return due != 0; /* nothing due: no lock */
@@ -522,14 +585,16 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   uint64_t now = delay > 0 ? hak_clock_ms() : 0;
   if (delay > 0) delay = hak_learned_delay_in_force(&segs.delay, now);
   pthread_mutex_lock(&seg->slices_lock);
+  /* the slices of a page the purger gave back (an orphaned page, below) are purged already */
+  uint64_t dirty = bits & ~seg->purged_slices;
   seg->free_slices |= bits;
-  seg->dirty_slices |= bits;
+  seg->dirty_slices |= dirty;
   for (unsigned i = at; i < at + n; i++) seg->slice_freed_ms[i] = now;
-  hak_counter_add(&segs.waiting_slices, n);
+  hak_counter_add(&segs.waiting_slices, (uint64_t)__builtin_popcountll(dirty));
   hak_counter_add(&segs.used_slices, (uint64_t)0 - n);
-  if (delay == 0) {
+  if (dirty != 0 && delay == 0) {
     purge_locked(seg, 0, true);
-  } else if (delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
+  } else if (dirty != 0 && delay > 0 && atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed) == 0) {
     due = now + (uint64_t)delay;
     atomic_store_explicit(&seg->purge_due_ms, due, memory_order_seq_cst); /* before note_due: see there */
   }
@@ -625,6 +690,8 @@ static uint64_t waiting_bytes(bool stale) {
   return (slices << HAK_SLICE_SHIFT) > absent ? (slices << HAK_SLICE_SHIFT) - absent : 0;
 }
 
+uint64_t hak_segments_waiting_bytes(void) { return waiting_bytes(false); }
+
 bool hak_segments_trim(uint64_t keep_bytes, uint64_t *waiting) {
   /* counts older than a purge delay are taken again (measure_locked): until then the slices count whole */
   uint64_t now = hak_clock_ms(), delay = (uint64_t)hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
@@ -689,19 +756,22 @@ void hak_segments_collect(bool force) {
    * freed slices for good. A segment whose lock is busy (its owner taking a page) waits for the next
    * collection; so does one whose lock a fork left held by a thread the child does not have. */
   uint64_t next_due = 0;
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  uint64_t later = now + (uint64_t)(delay > 0 ? delay : 1);
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
     uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_seq_cst);
-    if (due == 0 || due > now) { /* nothing due here: no lock */
+    bool orphans = atomic_load_explicit(&seg->orphan_hint, memory_order_relaxed) != 0;
+    if (!orphans && (due == 0 || due > now)) { /* nothing due here: no lock */
       if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
       continue;
     }
     if (pthread_mutex_trylock(&seg->slices_lock) == 0) {
       purge_locked(seg, now, false);
       due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+      if (orphans && purge_orphans_locked(seg, force || delay == 0) && (due == 0 || later < due)) due = later;
       pthread_mutex_unlock(&seg->slices_lock);
     } else {
-      long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-      due = now + (uint64_t)(delay > 0 ? delay : 1);
+      due = later;
     }
     if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
   }

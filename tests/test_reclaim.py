@@ -10,8 +10,9 @@ mapping, the purge of a cached one no request fits, maintenance for a thread who
 a slow path, a freed large block reused, counted and released by hak_collect (also one that an
 exited thread freed), an exited thread's segment that other threads emptied given back, a purge deadline that
 does not outlive the slices it was set for, memory freed in bursts that comes back while the program
-sleeps, the pages a thread's burst of frees emptied, given back while it sleeps, and what a parent freed
-just before a fork, given back in the child."""
+sleeps, the pages a thread's burst of frees emptied, given back while it sleeps, full pages whose
+blocks other threads freed, given back while their owner sleeps (and taken back by it intact, also
+while the purger races it), and what a parent freed just before a fork, given back in the child."""
 import pytest
 
 from conftest import describe
@@ -19,7 +20,8 @@ from conftest import describe
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
-                                  "deadline", "asleep", "sleeper", "fork-inherited", "fork-inherited-threads", "refused"])
+                                  "deadline", "asleep", "sleeper", "orphaned", "orphan-race", "fork-inherited",
+                                  "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, regrow, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;
     # aged, idle: a short delay that the loop outlasts
@@ -33,9 +35,12 @@ def test_memory_comes_back(run_program, case, variant):
            "asleep": {"HAKMEM_PURGE_DELAY_MS": "400", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_LARGE_CACHE_MB": "1024",
                       "HAKMEM_BACKGROUND_PURGE": "1"},
            "sleeper": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
-           # fork-inherited: the fork comes well within the delay after the frees; the child waits five
-           "fork-inherited": {"HAKMEM_PURGE_DELAY_MS": "1000", "HAKMEM_PURGE_MODE": "dontneed"},
-           "fork-inherited-threads": {"HAKMEM_PURGE_DELAY_MS": "1000", "HAKMEM_PURGE_MODE": "dontneed"},
+           "orphaned": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
+           "orphan-race": {"HAKMEM_PURGE_DELAY_MS": "1", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
+           # fork-inherited: the fork comes well within the delay after the frees; the child allocates
+           # again past it (600 ms), then waits five seconds at most
+           "fork-inherited": {"HAKMEM_PURGE_DELAY_MS": "500", "HAKMEM_PURGE_MODE": "dontneed"},
+           "fork-inherited-threads": {"HAKMEM_PURGE_DELAY_MS": "500", "HAKMEM_PURGE_MODE": "dontneed"},
            "refused": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"},
            "emptied": {"HAKMEM_PURGE_DELAY_MS": "100"}, "at-once": {"HAKMEM_PURGE_DELAY_MS": "0"},
            "at-once-queue": {"HAKMEM_PURGE_DELAY_MS": "0"}}.get(case)

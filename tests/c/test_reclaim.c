@@ -46,11 +46,19 @@
  *           allocated, each followed by no call at all: the thread keeps empty pages of under 2 MiB and its
  *           classes' first pages, so RSS falls back to within 8 MiB of the start (the last pages a burst
  *           emptied waited to age in their queues: 30-35 MiB stayed for good);
+ *   orphaned: bursts of 128 MiB (blocks of 4,000, then 100,000 bytes) that the main thread allocated and
+ *           a worker freed, then no call at all: the main thread's full pages, every block of them freed
+ *           by the worker, come back within a few purge delays (they waited for good in its full lists,
+ *           as with every peer); the burst allocated again is intact, block by block;
+ *   orphan-race: producers hand batches of written blocks to consumers, which check and free them, for
+ *           two seconds with a purge delay of 1 ms, each producer pausing 4 ms every 16 batches: the
+ *           purger takes the producers' emptied full pages while the producers take them back; no block
+ *           may be damaged;
  *   fork-inherited, fork-inherited-threads: a worker frees 128 MiB of 256 KiB blocks and the main thread
- *           forks at once; the child allocates one small block and sleeps (the second case creates a
- *           thread first): what the parent freed is given back in the child within a few purge delays
- *           (by its own purger, or with no thread by a trim to the 32 MiB bound), where nothing asked for
- *           a purger before and the child kept it for good;
+ *           forks at once; the child allocates a small block at once and another after the purge delay
+ *           (500 ms), then sleeps (the second case creates a thread first): what the parent freed is given
+ *           back in the child within a few delays (its own purger starts at the second), where nothing
+ *           asked for a purger before and the child kept it for good;
  *   refused: with all memory locked (mlockall) the kernel refuses every purge: the purger must retry
  *           them a delay later, not spin on them while the program sleeps;
  *   pthread-exit: the main thread leaves through pthread_exit after a worker freed enough large blocks
@@ -58,7 +66,7 @@
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
- *        fork-inherited|fork-inherited-threads|
+ *        orphaned|orphan-race|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -68,6 +76,7 @@
 #include <malloc.h>
 #include <pthread.h>
 #include <semaphore.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1059,28 +1068,181 @@ static int check_asleep(void) {
 
 /* ---- sleeper: a thread frees a burst of medium blocks and sleeps --------------------------------------- */
 
-static int check_sleeper(void) {
-  enum { BURST = 64 << 20, SLACK_KIB = 8 << 10, WAIT_MS = 3000 };
-  static char *blocks[BURST / (48 << 10)];
-  const size_t sizes[] = {48 << 10, 200000};
-  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
-    int count = (int)(BURST / sizes[k]);
-    long start = rss_kib();
-    for (int i = 0; i < count; i++) {
-      blocks[i] = malloc(sizes[k]);
-      if (blocks[i] == NULL) return fprintf(stderr, "FAIL sleeper: malloc of %zu bytes\n", sizes[k]), 1;
-      memset(blocks[i], 1, sizes[k]);
-    }
-    long live = rss_kib() - start;
-    for (int i = 0; i < count; i++) free(blocks[i]);
-    long asleep = sleep_until_rss(start + SLACK_KIB, WAIT_MS) - start;
-    printf("sleeper: %d blocks of %zu B: %ld KiB resident above the start while live, %ld asleep after their "
-           "frees\n", count, sizes[k], live, asleep);
-    if (live < (BURST >> 10) / 2)
-      return fprintf(stderr, "FAIL sleeper: the blocks were not resident (the test proves nothing)\n"), 1;
-    if (asleep > SLACK_KIB)
-      return fprintf(stderr, "FAIL sleeper: the thread kept the pages its frees emptied while it slept\n"), 1;
+static void *free_every_block(void *arg) {
+  char **blocks = arg;
+  for (size_t i = 0; blocks[i] != NULL; i++) free(blocks[i]);
+  return arg;
+}
+
+/* `name`'s burst: `burst` bytes in blocks of `size` written into `blocks` (NULL after the last), then freed
+ * by this thread or, `by_other`, by another, then no call: RSS must come back within `slack_kib` of `start`
+ * within 3 s. 0 when it did; `kept` names what stayed, for the failure. */
+static int burst_comes_back(const char *name, char **blocks, size_t burst, size_t size, bool by_other, long start,
+                            long slack_kib, const char *kept) {
+  size_t count = burst / size;
+  for (size_t i = 0; i < count; i++) {
+    blocks[i] = malloc(size);
+    if (blocks[i] == NULL) return fprintf(stderr, "FAIL %s: malloc of %zu bytes\n", name, size), 1;
+    memset(blocks[i], 1, size);
   }
+  blocks[count] = NULL;
+  long live = rss_kib() - start;
+  pthread_t t;
+  if (!by_other) free_every_block(blocks);
+  else if (pthread_create(&t, NULL, free_every_block, blocks) != 0 || pthread_join(t, NULL) != 0)
+    return fprintf(stderr, "FAIL %s: thread\n", name), 1;
+  long asleep = sleep_until_rss(start + slack_kib, 3000) - start;
+  printf("%s: %zu blocks of %zu B: %ld KiB resident above the start while live, %ld asleep after %s freed "
+         "them\n", name, count, size, live, asleep, by_other ? "another thread" : "this one");
+  if (live < (long)(burst >> 10) / 2)
+    return fprintf(stderr, "FAIL %s: the blocks were not resident (the test proves nothing)\n", name), 1;
+  if (asleep > slack_kib) return fprintf(stderr, "FAIL %s: %s\n", name, kept), 1;
+  return 0;
+}
+
+static int check_sleeper(void) {
+  enum { BURST = 64 << 20 };
+  static char *blocks[BURST / (48 << 10) + 1];
+  const size_t sizes[] = {48 << 10, 200000};
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++)
+    if (burst_comes_back("sleeper", blocks, BURST, sizes[k], false, rss_kib(), 8 << 10,
+                         "the thread kept the pages its frees emptied while it slept") != 0)
+      return 1;
+  return 0;
+}
+
+/* ---- orphaned: a sleeping thread's blocks, all freed by another thread ------------------------------- */
+
+static int check_orphaned(void) {
+  enum { BURST = 128 << 20, SLACK_KIB = 24 << 10 };
+  static char *blocks[BURST / 4000 + 1];
+  const size_t sizes[] = {4000, 100000};
+  long start = rss_kib();
+  for (size_t k = 0; k < sizeof sizes / sizeof sizes[0]; k++) {
+    size_t count = BURST / sizes[k];
+    if (burst_comes_back("orphaned", blocks, BURST, sizes[k], true, start, SLACK_KIB,
+                         "pages another thread emptied stayed while their owner slept") != 0)
+      return 1;
+    /* the same memory again, each block its own byte: pages handed back come out whole and apart */
+    for (size_t i = 0; i < count; i++) {
+      blocks[i] = malloc(sizes[k]);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL orphaned: malloc of %zu bytes\n", sizes[k]), 1;
+      memset(blocks[i], (int)(i % 251), sizes[k]);
+    }
+    for (size_t i = 0; i < count; i++) {
+      unsigned char want = (unsigned char)(i % 251);
+      if ((unsigned char)blocks[i][0] != want || (unsigned char)blocks[i][sizes[k] / 2] != want ||
+          (unsigned char)blocks[i][sizes[k] - 1] != want)
+        return fprintf(stderr, "FAIL orphaned: block %zu of %zu B damaged\n", i, sizes[k]), 1;
+    }
+    for (size_t i = 0; i < count; i++) free(blocks[i]);
+    sleep_until_rss(start + SLACK_KIB, 3000); /* the next burst starts from there */
+  }
+  return 0;
+}
+
+/* ---- orphan-race: the purger takes emptied full pages while their owners take them back ------------- */
+
+enum { RACE_BATCH = 512, RACE_SLOTS = 8, RACE_PAIRS = 2 };
+
+struct race_lane {
+  pthread_mutex_t lock;
+  pthread_cond_t changed;
+  char **batches[RACE_SLOTS];
+  size_t sizes[RACE_SLOTS];
+  unsigned head, tail;
+  bool done;
+  _Atomic long damaged, checked;
+};
+
+static struct race_lane race_lanes[RACE_PAIRS];
+static _Atomic bool race_stop;
+
+static void *race_producer(void *arg) {
+  struct race_lane *lane = arg;
+  unsigned seed = (unsigned)(lane - race_lanes) + 1;
+  for (unsigned round = 1; !atomic_load(&race_stop); round++) {
+    if (round % 16 == 0) { /* a pause of a few delays: the consumer empties full pages, the purger takes them */
+      struct timespec pause = {0, 4 * 1000000L};
+      nanosleep(&pause, NULL);
+    }
+    seed = seed * 1103515245u + 12345u;
+    size_t size = 64 + (seed >> 8) % 4000;
+    char **batch = malloc(RACE_BATCH * sizeof *batch);
+    if (batch == NULL) break;
+    for (int i = 0; i < RACE_BATCH; i++) {
+      batch[i] = malloc(size);
+      if (batch[i] != NULL) memset(batch[i], (int)((size + (size_t)i) & 0xff), size);
+    }
+    pthread_mutex_lock(&lane->lock);
+    while (lane->tail - lane->head == RACE_SLOTS && !atomic_load(&race_stop)) pthread_cond_wait(&lane->changed, &lane->lock);
+    lane->batches[lane->tail % RACE_SLOTS] = batch;
+    lane->sizes[lane->tail % RACE_SLOTS] = size;
+    lane->tail++;
+    pthread_cond_broadcast(&lane->changed);
+    pthread_mutex_unlock(&lane->lock);
+  }
+  pthread_mutex_lock(&lane->lock);
+  lane->done = true;
+  pthread_cond_broadcast(&lane->changed);
+  pthread_mutex_unlock(&lane->lock);
+  return arg;
+}
+
+static void *race_consumer(void *arg) {
+  struct race_lane *lane = arg;
+  for (;;) {
+    pthread_mutex_lock(&lane->lock);
+    while (lane->head == lane->tail && !lane->done) pthread_cond_wait(&lane->changed, &lane->lock);
+    if (lane->head == lane->tail) {
+      pthread_mutex_unlock(&lane->lock);
+      return arg;
+    }
+    char **batch = lane->batches[lane->head % RACE_SLOTS];
+    size_t size = lane->sizes[lane->head % RACE_SLOTS];
+    lane->head++;
+    pthread_cond_broadcast(&lane->changed);
+    pthread_mutex_unlock(&lane->lock);
+    for (int i = 0; i < RACE_BATCH; i++) {
+      if (batch[i] == NULL) continue;
+      unsigned char want = (unsigned char)((size + (size_t)i) & 0xff);
+      for (size_t b = 0; b < size; b += 61)
+        if ((unsigned char)batch[i][b] != want) {
+          atomic_fetch_add(&lane->damaged, 1);
+          break;
+        }
+      atomic_fetch_add(&lane->checked, 1);
+      free(batch[i]);
+    }
+    free(batch);
+  }
+}
+
+static int check_orphan_race(void) {
+  pthread_t producers[RACE_PAIRS], consumers[RACE_PAIRS];
+  for (int p = 0; p < RACE_PAIRS; p++) {
+    pthread_mutex_init(&race_lanes[p].lock, NULL);
+    pthread_cond_init(&race_lanes[p].changed, NULL);
+    if (pthread_create(&producers[p], NULL, race_producer, &race_lanes[p]) != 0 ||
+        pthread_create(&consumers[p], NULL, race_consumer, &race_lanes[p]) != 0)
+      return fprintf(stderr, "FAIL orphan-race: thread\n"), 1;
+  }
+  struct timespec two = {2, 0};
+  nanosleep(&two, NULL);
+  atomic_store(&race_stop, true);
+  long damaged = 0, checked = 0;
+  for (int p = 0; p < RACE_PAIRS; p++) {
+    pthread_mutex_lock(&race_lanes[p].lock);
+    pthread_cond_broadcast(&race_lanes[p].changed);
+    pthread_mutex_unlock(&race_lanes[p].lock);
+    pthread_join(producers[p], NULL);
+    pthread_join(consumers[p], NULL);
+    damaged += atomic_load(&race_lanes[p].damaged);
+    checked += atomic_load(&race_lanes[p].checked);
+  }
+  printf("orphan-race: %ld blocks checked, %ld damaged\n", checked, damaged);
+  if (checked < 100000) return fprintf(stderr, "FAIL orphan-race: too few blocks went through (%ld)\n", checked), 1;
+  if (damaged != 0) return fprintf(stderr, "FAIL orphan-race: %ld blocks damaged\n", damaged), 1;
   return 0;
 }
 
@@ -1118,9 +1280,16 @@ static int check_fork_inherited(bool threads) {
   if (pid == 0) {
     long inherited = rss_kib() - start;
     if (threads && (pthread_create(&t, NULL, return_at_once, NULL) != 0 || pthread_join(t, NULL) != 0)) _exit(3);
-    /* a small block of a class the test has not used: one slow path, where a purger starts or a lone
-     * child trims (a large block would note its growth and ask for a purger anyway) */
+    /* small blocks of classes the test has not used: a slow path each, where a purger may start (a large
+     * block would note its growth and ask for one anyway). Within the first purge delay none starts (a
+     * child that execs by then needs none); the second comes after it. */
     char *one = malloc(5000);
+    if (one == NULL) _exit(3);
+    one[0] = 1;
+    free(one);
+    struct timespec past_delay = {0, 600 * 1000000L};
+    nanosleep(&past_delay, NULL);
+    one = malloc(7000);
     if (one == NULL) _exit(3);
     one[0] = 1;
     free(one);
@@ -1343,6 +1512,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "deadline") == 0) return check_deadline();
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   if (argc == 2 && strcmp(argv[1], "sleeper") == 0) return check_sleeper();
+  if (argc == 2 && strcmp(argv[1], "orphaned") == 0) return check_orphaned();
+  if (argc == 2 && strcmp(argv[1], "orphan-race") == 0) return check_orphan_race();
   if (argc == 2 && strcmp(argv[1], "fork-inherited") == 0) return check_fork_inherited(false);
   if (argc == 2 && strcmp(argv[1], "fork-inherited-threads") == 0) return check_fork_inherited(true);
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
@@ -1351,7 +1522,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|fork-inherited|fork-inherited-threads|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|orphan-race|fork-inherited|fork-inherited-threads|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
