@@ -224,7 +224,11 @@ typedef struct hak_segment {
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
   _Atomic uint64_t orphan_hint;      /* bit i: a remote free emptied the full page at slice i (segment.c) */
-  _Atomic uint64_t orphan_seen;      /* bit i: a collection found that page still emptied (segment.c) */
+  _Atomic uint64_t orphan_seen;      /* bit i: a collection found that page emptied, at orphan_seen_ms[i]
+                                        (segment.c; a free that empties it anew clears the bit) */
+  uint64_t orphan_waited;            /* bit i: a collection found that noted page full, not emptied yet
+                                        (under slices_lock, as the times below) */
+  uint64_t orphan_seen_ms[HAK_SLICES]; /* hak_clock_ms when a collection found page i emptied */
   struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
   /* slice -> 1 + the class of the page covering it if that class has a class cache (default builds), else

@@ -338,11 +338,13 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
  * cache counts as used), so the remote free that brings its remote count to `reserved` frees its last
  * block: that free notes the page here (orphan_hint, before its CAS: the segment may go after). The
  * collection then looks at the page under the segment's slices_lock, where no page is set up or given
- * back: still full and its remote list holding every block, found so at two collections in a row (a
- * purge delay apart; at once when forced or with a delay of 0), it swaps the remote word for
+ * back: still full and its remote list holding every block a purge delay after a collection first found
+ * it so (orphan_seen_ms; at once when forced or with a delay of 0), it swaps the remote word for
  * REMOTE_PURGED in one CAS (an owner that took the page out of the full state first wins) and purges
  * the page's slices. The owner, when it next looks at the page, hands it to its segment, which keeps
- * those slices purged (hak_segment_page_free). A page that leaves the full state drops its hint. */
+ * those slices purged (hak_segment_page_free). A page that leaves the full state drops its hint. A
+ * purge drops the page's remote list unread: in hardened builds its blocks' freed tags are not checked
+ * again (docs/security.md). */
 
 void hak_segment_note_orphan(hak_segment *seg, const hak_page *page) {
   uint64_t bit = (uint64_t)1 << (page - seg->pages);
@@ -358,15 +360,21 @@ void hak_segments_orphan_due(void) {
   hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
 }
 
-/* The pages orphan_hint notes in `seg` (slices_lock held): each still full with every block freed by
- * other threads is purged if it was found so at the last collection too (or `at_once`). Returns whether
- * some stay noted, for a look a delay later. */
-static bool purge_orphans_locked(hak_segment *seg, bool at_once) {
+/* The pages orphan_hint notes in `seg` (slices_lock held; `delay` > 0 unless `at_once`): each still full
+ * with every block freed by other threads since a collection found it so a delay ago (or `at_once`) is
+ * purged; one found full but not emptied yet gets one more look (a free between its note and its CAS),
+ * then its hint goes (its owner took it back and filled it again: looking at it every delay for good
+ * kept the purger waking, a review). Returns when the pages still noted want their next look; 0: none. */
+static uint64_t purge_orphans_locked(hak_segment *seg, uint64_t now, long delay, bool at_once) {
   uint64_t hint = atomic_exchange_explicit(&seg->orphan_hint, 0, memory_order_acquire);
-  uint64_t seen = atomic_load_explicit(&seg->orphan_seen, memory_order_relaxed), keep = 0, emptied = 0;
+  uint64_t seen = atomic_load_explicit(&seg->orphan_seen, memory_order_relaxed);
+  uint64_t keep = 0, newly_seen = 0, unseen = 0, purge = 0, next = 0;
   for (uint64_t m = hint; m != 0; m &= m - 1) {
     unsigned at = (unsigned)__builtin_ctzll(m);
-    uint64_t bit = (uint64_t)1 << at;
+    uint64_t bit = (uint64_t)1 << at, due = now + (uint64_t)(delay > 0 ? delay : 1);
+    bool waited = (seg->orphan_waited & bit) != 0;
+    seg->orphan_waited &= ~bit;
+    unseen |= bit;
     if (at == 0 || (seg->free_slices & bit) != 0) continue; /* given back since */
     hak_page *page = &seg->pages[at]; /* a page start while the hint holds: see below */
     uint32_t reserved = page->reserved;
@@ -375,22 +383,32 @@ static bool purge_orphans_locked(hak_segment *seg, bool at_once) {
     /* out of the full state: its owner has it (or the slice lies inside another page, whose descriptor
      * here was given back with an empty remote list) */
     if (state != REMOTE_FULL && state != REMOTE_NOTIFIED) continue;
-    keep |= bit;
-    if (reserved == 0 || hak_remote_count(word) != reserved) continue; /* a free still on its way */
-    if (!at_once && (seen & bit) == 0) {
-      emptied |= bit;
-      continue;
+    if (reserved == 0 || hak_remote_count(word) != reserved) { /* not emptied (yet) */
+      if (waited) continue;
+      seg->orphan_waited |= bit;
+    } else if (!at_once && (seen & bit) == 0) { /* emptied: the delay starts */
+      seg->orphan_seen_ms[at] = now;
+      newly_seen |= bit;
+      unseen &= ~bit;
+    } else if (!at_once && now - seg->orphan_seen_ms[at] < (uint64_t)delay) { /* emptied, not for long */
+      due = seg->orphan_seen_ms[at] + (uint64_t)delay;
+      unseen &= ~bit;
+    } else {
+      if (atomic_compare_exchange_strong_explicit(&page->remote, &word, hak_remote_word(NULL, 0, REMOTE_PURGED),
+                                                  memory_order_acq_rel, memory_order_relaxed))
+        purge |= run_mask(at, slices_for_class(page->size_class));
+      else
+        seg->orphan_waited |= bit; /* changed meanwhile: one more look */
+      if (purge & bit) continue;
     }
-    uint64_t slices = run_mask(at, slices_for_class(page->size_class));
-    if (!atomic_compare_exchange_strong_explicit(&page->remote, &word, hak_remote_word(NULL, 0, REMOTE_PURGED),
-                                                 memory_order_acq_rel, memory_order_relaxed))
-      continue;
-    keep &= ~bit;
-    purge_slices(seg, slices);
+    keep |= bit;
+    if (next == 0 || due < next) next = due;
   }
-  atomic_store_explicit(&seg->orphan_seen, emptied, memory_order_relaxed);
+  purge_slices(seg, purge); /* one call per run of neighbouring pages */
+  atomic_fetch_and_explicit(&seg->orphan_seen, ~unseen, memory_order_relaxed);
+  atomic_fetch_or_explicit(&seg->orphan_seen, newly_seen, memory_order_relaxed);
   if (keep != 0) atomic_fetch_or_explicit(&seg->orphan_hint, keep, memory_order_relaxed);
-  return keep != 0;
+  return next;
 }
 
 bool hak_segment_purge(hak_segment *seg, uint64_t now_ms, bool force) {
@@ -768,7 +786,8 @@ void hak_segments_collect(bool force) {
     if (pthread_mutex_trylock(&seg->slices_lock) == 0) {
       purge_locked(seg, now, false);
       due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
-      if (orphans && purge_orphans_locked(seg, force || delay == 0) && (due == 0 || later < due)) due = later;
+      uint64_t orphans_due = orphans && (delay >= 0 || force) ? purge_orphans_locked(seg, now, delay, force || delay <= 0) : 0;
+      if (orphans_due != 0 && (due == 0 || orphans_due < due)) due = orphans_due;
       pthread_mutex_unlock(&seg->slices_lock);
     } else {
       due = later;
