@@ -24,7 +24,7 @@ extern "C" {
 
 /** Version of this header and library: major, minor, patch, and the three combined as one integer. */
 #define HAKMEM_VERSION_MAJOR 0
-#define HAKMEM_VERSION_MINOR 7
+#define HAKMEM_VERSION_MINOR 8
 #define HAKMEM_VERSION_PATCH 0
 #define HAKMEM_VERSION (HAKMEM_VERSION_MAJOR * 10000 + HAKMEM_VERSION_MINOR * 100 + HAKMEM_VERSION_PATCH)
 
@@ -140,6 +140,10 @@ struct hak_stats {
   uint64_t mincore_calls;               /**< OS calls counting resident pages: a single-threaded program's
                                              frees measure what freed slices still hold before purging
                                              them (HAKMEM_BACKGROUND_PURGE) */
+  /* since 0.8.0 */
+  uint64_t orphaned_pages;              /**< full pages whose blocks other threads all freed, given back to
+                                             the OS a purge delay later while their owner had not looked
+                                             (a thread that allocated for others and went to sleep) */
 };
 
 /** Fill the first `size` bytes of *out with current counters (merged from every thread): the fields of

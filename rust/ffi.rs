@@ -54,11 +54,12 @@ pub(crate) struct HakStats {
     pub live_blocks: [u64; 3],
     pub live_bytes: [u64; 3],
     pub mincore_calls: u64,
+    pub orphaned_pages: u64,
 }
 
-// The mirror has the C struct's size (34 counters; stats.c asserts the same number), and
+// The mirror has the C struct's size (35 counters; stats.c asserts the same number), and
 // hak_stats_get_sized is told it, so a library of another version never writes past it.
-const _: () = assert!(core::mem::size_of::<HakStats>() == 34 * 8);
+const _: () = assert!(core::mem::size_of::<HakStats>() == 35 * 8);
 
 extern "C" {
     pub fn hak_malloc(size: usize) -> *mut c_void;

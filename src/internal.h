@@ -594,6 +594,8 @@ void hak_segments_lock(void);
 void hak_segments_unlock(void);
 void hak_segments_after_fork_child(void);
 uint64_t hak_segments_reclaimed(void);
+/* Orphaned pages the collection gave back so far (hak_stats.orphaned_pages). */
+uint64_t hak_segments_orphaned_pages(void);
 
 /* The segment `p` would lie in (4 MiB-aligned): a segment only if the pagemap says so. */
 static inline hak_segment *hak_segment_of(const void *p) {

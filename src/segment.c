@@ -28,6 +28,7 @@ static struct {
   _Atomic unsigned abandoned_count;
   _Atomic uint64_t earliest_due_ms; /* earliest purge due in any segment; 0: none */
   _Atomic uint64_t reclaimed;
+  _Atomic uint64_t orphaned_pages; /* given back by the collection (purge_orphans_locked) */
   _Atomic uint64_t waiting_slices; /* free slices not purged since their use, over all segments (dirty_slices) */
   /* of those, the ones a trim has measured (measured_slices), and the OS pages it found not resident in
    * them: what waits is counted as every page of the others and the resident pages of these */
@@ -61,6 +62,7 @@ void hak_segments_after_fork_child(void) {
   atomic_store_explicit(&segs.earliest_due_ms, earliest, memory_order_relaxed);
 }
 uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
+uint64_t hak_segments_orphaned_pages(void) { return atomic_load_explicit(&segs.orphaned_pages, memory_order_relaxed); }
 
 /* The earliest purge deadline of all segments takes `due` into account. seq_cst, with the store of a
  * segment's deadline before it and the collection's reset and reads (hak_segments_collect): either the
@@ -395,9 +397,10 @@ static uint64_t purge_orphans_locked(hak_segment *seg, uint64_t now, long delay,
       unseen &= ~bit;
     } else {
       if (atomic_compare_exchange_strong_explicit(&page->remote, &word, hak_remote_word(NULL, 0, REMOTE_PURGED),
-                                                  memory_order_acq_rel, memory_order_relaxed))
+                                                  memory_order_acq_rel, memory_order_relaxed)) {
         purge |= run_mask(at, slices_for_class(page->size_class));
-      else
+        atomic_fetch_add_explicit(&segs.orphaned_pages, 1, memory_order_relaxed);
+      } else
         seg->orphan_waited |= bit; /* changed meanwhile: one more look */
       if (purge & bit) continue;
     }

@@ -31,7 +31,7 @@ static uint64_t current_rss(void) {
 
 static uint64_t load(const _Atomic uint64_t *v) { return atomic_load_explicit(v, memory_order_relaxed); }
 
-_Static_assert(sizeof(struct hak_stats) == 34 * sizeof(uint64_t), "rust/ffi.rs mirrors 34 counters");
+_Static_assert(sizeof(struct hak_stats) == 35 * sizeof(uint64_t), "rust/ffi.rs mirrors 35 counters");
 
 /* The size of struct hak_stats in 0.1.0: the most the exported hak_stats_get writes, since programs built
  * against 0.1.0 and 0.2.0 call it with no size. */
@@ -75,6 +75,7 @@ static void stats_fill(struct hak_stats *out, bool process) {
   }
   hak_heaps_thread_counts(&out->threads_started, &out->threads_exited);
   out->segments_reclaimed = hak_segments_reclaimed();
+  out->orphaned_pages = hak_segments_orphaned_pages();
   struct hak_os_counters *os = &hak_os_counters;
   out->mmap_calls = load(&os->mmap_calls);
   out->munmap_calls = load(&os->munmap_calls);
@@ -145,7 +146,7 @@ HAK_API void hak_stats_print(FILE *out) {
                   mib(s.live_bytes[t]));
   if (n < (int)sizeof buf)
     n += snprintf(buf + n, sizeof buf - (size_t)n,
-                  "  frees %llu (remote %llu); threads started %llu, exited %llu; segments reclaimed %llu\n"
+                  "  frees %llu (remote %llu); threads started %llu, exited %llu; segments reclaimed %llu; orphaned pages %llu\n"
                   "  slow paths: allocations %llu, frees %llu\n"
                   "  committed now %.1f MiB, peak %.1f MiB; mapped %.1f MiB\n"
                   "  os calls: mmap %llu, munmap %llu, madvise %llu, mprotect %llu, mremap %llu, mincore %llu (%.3g per op)\n"
@@ -153,7 +154,8 @@ HAK_API void hak_stats_print(FILE *out) {
                   "  process: page faults minor %llu, major %llu; rss now %.1f MiB, peak %.1f MiB\n",
                   (unsigned long long)s.frees, (unsigned long long)s.remote_frees,
                   (unsigned long long)s.threads_started, (unsigned long long)s.threads_exited,
-                  (unsigned long long)s.segments_reclaimed, (unsigned long long)s.slow_allocs,
+                  (unsigned long long)s.segments_reclaimed, (unsigned long long)s.orphaned_pages,
+                  (unsigned long long)s.slow_allocs,
                   (unsigned long long)s.slow_frees, mib(s.committed_bytes), mib(s.peak_committed_bytes),
                   mib(s.mapped_bytes), (unsigned long long)s.mmap_calls, (unsigned long long)s.munmap_calls,
                   (unsigned long long)s.madvise_calls, (unsigned long long)s.mprotect_calls,
