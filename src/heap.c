@@ -354,7 +354,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
 
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
 
-/* A page the purger gave back while it was full, all its blocks freed by other threads (REMOTE_PURGED,
+/* A page the collection gave back while it was full, all its blocks freed by other threads (REMOTE_PURGED,
  * segment.c), off its list: its blocks count as collected, and its slices go back to its segment (to
  * `releasing`'s, which may release the segment; NULL: kept), purged already. */
 static void retire_purged_page(hak_heap *heap, hak_page *page, hak_heap *releasing) {
@@ -366,7 +366,7 @@ static void retire_purged_page(hak_heap *heap, hak_page *page, hak_heap *releasi
 }
 
 /* Pages of class `cls` in the full list that received remote frees go back to the queue (its back: the
- * head is being used); pages that became empty are noted for retirement; pages the purger gave back go
+ * head is being used); pages that became empty are noted for retirement; pages the collection gave back go
  * to their segments. */
 static void rescue_full_pages(hak_heap *heap, unsigned cls) {
   hak_page *page = heap->full[cls].first;
@@ -695,7 +695,7 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
   hak_page *page = q->first;
   while (page != NULL) {
     hak_page *next = page->next;
-    /* out of the full state first: the purger takes only full pages */
+    /* out of the full state first: the collection takes only full pages */
     bool purged = hak_page_clear_full_state(page) == REMOTE_PURGED;
     if (!purged) hak_page_collect(heap, page);
     hak_page_set_full(page, false);

@@ -113,7 +113,7 @@ enum {
   REMOTE_NORMAL = 0,   /* page is in its class queue */
   REMOTE_FULL = 1,     /* page is in the full list; the next remote free must notify the owner */
   REMOTE_NOTIFIED = 2, /* page is in the full list and its owner has been notified */
-  REMOTE_PURGED = 3,   /* page is in the full list, other threads freed every block of it and the purger
+  REMOTE_PURGED = 3,   /* page is in the full list, other threads freed every block of it and the collection
                           gave its memory back (segment.c: orphaned pages); the list is gone, and the owner
                           hands the page to its segment when it next looks (heap.c) */
   REMOTE_STATE_MASK = 3

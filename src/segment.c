@@ -606,7 +606,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   uint64_t now = delay > 0 ? hak_clock_ms() : 0;
   if (delay > 0) delay = hak_learned_delay_in_force(&segs.delay, now);
   pthread_mutex_lock(&seg->slices_lock);
-  /* the slices of a page the purger gave back (an orphaned page, below) are purged already */
+  /* the slices of a page the collection gave back (an orphaned page, above) are purged already */
   uint64_t dirty = bits & ~seg->purged_slices;
   seg->free_slices |= bits;
   seg->dirty_slices |= dirty;
