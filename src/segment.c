@@ -77,6 +77,13 @@ static void note_due(uint64_t due) {
   }
 }
 
+/* A collection is due at `due` (> 0): the segments' earliest deadline and the purger both learn it (the
+ * purger is asked for, and started by the next allocation, once hakmem's memory is big enough to matter). */
+static void ask_collection(uint64_t due) {
+  note_due(due);
+  hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
+}
+
 static uint64_t run_mask(unsigned at, unsigned n) { return (n >= 64 ? ~(uint64_t)0 : (((uint64_t)1 << n) - 1)) << at; }
 
 /* Lowest slice index starting a run of n free slices, or -1. */
@@ -357,9 +364,7 @@ void hak_segment_note_orphan(hak_segment *seg, const hak_page *page) {
 void hak_segments_orphan_due(void) {
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   if (delay < 0) return;
-  uint64_t due = hak_clock_ms() + (uint64_t)delay;
-  note_due(due);
-  hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
+  ask_collection(hak_clock_ms() + (uint64_t)delay);
 }
 
 /* The pages orphan_hint notes in `seg` (slices_lock held; `delay` > 0 unless `at_once`): each still full
@@ -623,10 +628,7 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   if (seg->used_pages == 0 && heap != NULL && heap->segment_count > 1) {
     hak_segment_release(heap, seg);
   } else if (due != 0) {
-    /* the collection purges it too, should the owner go idle before its own pass: tell the purger (it
-     * is asked for, and started by the next allocation, once hakmem's memory is big enough to matter) */
-    note_due(due);
-    hak_purger_note(due, (uint64_t)atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed));
+    ask_collection(due); /* the collection purges it too, should the owner go idle before its own pass */
   } else if (delay > 0) {
     hak_purger_trim_if_alone(); /* the segment's deadline is set already: no note, but more waits */
   }
