@@ -98,7 +98,11 @@ struct hak_stats {
   uint64_t frees;                       /**< blocks freed, all tiers */
   uint64_t remote_frees;                /**< of those, freed by a thread other than the owner (frees into
                                              the memory of an exited thread count here until the freeing
-                                             thread adopts that segment, after 64 of them; local after) */
+                                             thread adopts that segment, after 64 of them; local after).
+                                             Small blocks count once the freeing thread sends them to their
+                                             page: a chain of up to 4 KiB per page, sent when full, when
+                                             another page needs its slot, and at that thread's maintenance
+                                             passes, hak_collect and exit */
   uint64_t committed_bytes;             /**< bytes mapped and not given back (purged, or the released tail
                                              of a reused large mapping); pages never touched count too */
   uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */
@@ -126,7 +130,8 @@ struct hak_stats {
                                              show at the first of its maintenance passes after 1024 more of
                                              its slow paths, at hak_collect called by that thread, or when
                                              it exits. A block freed by a thread other than its owner counts
-                                             as live until the owner collects it (when it next takes that
+                                             as live until the freeing thread sends it (see remote_frees)
+                                             and the owner collects it (when it next takes that
                                              page's remote frees, or at hak_collect(true) in the owner; for
                                              an owner that exited, once a thread takes its memory over: at
                                              that thread's next new page, or hak_collect(true) in any

@@ -181,6 +181,7 @@ static void heap_reset(hak_heap *heap) {
   heap->work_pending = false;
   heap->segments = NULL;
   memset(heap->abandoned_seen, 0, sizeof heap->abandoned_seen);
+  memset(heap->remote_batch, 0, sizeof heap->remote_batch); /* sent by heap_retire before */
   heap->segment_count = 0;
   hak_class_cache_reset(heap);
 }
@@ -323,6 +324,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
   heap->thrash_events = 0;
   heap->retired_classes = 0;
   heap->next_maintenance = heap->slow_events + (uint32_t)interval;
+  hak_remote_batches_flush(heap);
   uint64_t notified = atomic_exchange_explicit(&heap->full_notified, 0, memory_order_acq_rel);
   while (notified) {
     unsigned cls = (unsigned)__builtin_ctzll(notified);
@@ -713,6 +715,7 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
 /* Give back what `heap` holds: its lists and empty pages and segments; segments with live blocks are
  * abandoned. The heap is then counted exited; the caller returns it to the pool. */
 static void heap_retire(hak_heap *heap) {
+  hak_remote_batches_flush(heap); /* first: a chain may be bound for this heap's own pages */
   hak_class_cache_drain(heap, false);
   hak_class_cache_fold(heap);
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {

@@ -138,27 +138,35 @@ uint64_t hak_orphan_remote_frees(void) { return atomic_load_explicit(&orphan_rem
  * a row missed every shuffled order): the remote frees of everyone else then wait for that thread's slow
  * paths, so a thread that frees a few blocks here and there and then idles must not become the owner
  * (test_reclaim pool). Two segments sharing a slot restart each other's count. */
-static bool adopt_on_free(hak_heap *heap, hak_segment *seg) {
+static bool adopt_on_free(hak_heap *heap, hak_segment *seg, uint32_t frees) {
   unsigned slot = (unsigned)((uintptr_t)seg >> HAK_CHUNK_SHIFT) & (HAK_ADOPT_SLOTS - 1);
   if (heap->abandoned_seen[slot].seg != (uintptr_t)seg) {
     heap->abandoned_seen[slot].seg = (uintptr_t)seg;
     heap->abandoned_seen[slot].frees = 0;
   }
-  if (++heap->abandoned_seen[slot].frees < ADOPT_AFTER_FREES || !hak_segment_reclaim(seg)) return false;
+  heap->abandoned_seen[slot].frees += frees;
+  if (heap->abandoned_seen[slot].frees < ADOPT_AFTER_FREES || !hak_segment_reclaim(seg)) return false;
   heap->abandoned_seen[slot].seg = 0;
   hak_heap_adopt(heap, seg);
   return true;
 }
 
-/* Once the CAS has published the block, the owner may collect it, free the page and unmap the segment
- * at any moment: everything needed from the page and segment is read before, and afterwards only heap
- * structures (never unmapped) are touched. */
-void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
-  if (unlikely(page->slice_count == 0)) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
+/* Publish the chain first..last of `n` blocks of `page` (linked with the page's encoding; last's link
+ * is set here) on the page's remote list with one CAS, or free them here if this thread takes the
+ * segment over. Once the CAS has published the chain, the owner may collect it, free the page and unmap
+ * the segment at any moment: everything needed from the page and segment is read before, and afterwards
+ * only heap structures (never unmapped) are touched. */
+static void push_chain(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *first, hak_block *last,
+                       uint32_t n) {
   if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
   hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-  if (owner == NULL && heap != &hak_heap_empty && adopt_on_free(heap, seg)) {
-    hak_free_local_slow(heap, page, block);
+  if (owner == NULL && heap != &hak_heap_empty && adopt_on_free(heap, seg, n)) {
+    for (hak_block *b = first;; ) { /* each link is read before its block's free writes over it */
+      hak_block *next = b == last ? NULL : hak_next_decode(page, b);
+      hak_free_local_slow(heap, page, b);
+      if (next == NULL) break;
+      b = next;
+    }
     return;
   }
   uint64_t class_bit = (uint64_t)1 << page->size_class;
@@ -168,22 +176,65 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   do {
     state = old & REMOTE_STATE_MASK;
     hak_block *head = hak_remote_list(old);
-    if (unlikely(block == head || state == REMOTE_PURGED)) hak_fatal("double free detected of", block, page->size_class);
-    hak_next_encode(page, block, head);
-    next = hak_remote_word(block, hak_remote_count(old) + 1, state == REMOTE_FULL ? REMOTE_NOTIFIED : state);
-    /* A full page holds no free block: this free is its last block's when the list holds all the others
-     * (while one of its blocks waits in the owner's class cache, the count never gets there). Noted before
-     * the CAS, after which the segment may go. */
+    if (unlikely(first == head || state == REMOTE_PURGED)) hak_fatal("double free detected of", first, page->size_class);
+    hak_next_encode(page, last, head);
+    next = hak_remote_word(first, hak_remote_count(old) + n, state == REMOTE_FULL ? REMOTE_NOTIFIED : state);
+    /* A full page holds no free block: this chain holds its last blocks when the list holds all the
+     * others (while one of its blocks waits in the owner's class cache or in a thread's batch, the count
+     * never gets there). Noted before the CAS, after which the segment may go. */
     empties = state != REMOTE_NORMAL && (next & ~HAK_REMOTE_LOW_MASK) == full_count;
     if (unlikely(empties)) hak_segment_note_orphan(seg, page);
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, next, memory_order_release, memory_order_relaxed));
   if (unlikely(empties)) hak_segments_orphan_due();
-  if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, 1);
-  else atomic_fetch_add_explicit(&orphan_remote_frees, 1, memory_order_relaxed);
+  if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, n);
+  else atomic_fetch_add_explicit(&orphan_remote_frees, n, memory_order_relaxed);
   /* An owner read before the CAS may be stale (the segment changed hands in a window of a few
    * instructions); a stray bit is harmless, and the new owner still collects the page at its next forced
    * collection (hak_collect(true), malloc_trim) or when its thread exits. */
   if (state == REMOTE_FULL && owner != NULL) atomic_fetch_or_explicit(&owner->full_notified, class_bit, memory_order_release);
+}
+
+/* Send the slot's chain and empty the slot (first: the push may run this heap's maintenance). */
+static void flush_batch(hak_heap *heap, hak_remote_batch *rb) {
+  hak_page *page = rb->page;
+  hak_block *first = rb->first, *last = rb->last;
+  uint32_t n = rb->count;
+  rb->page = NULL;
+  rb->first = rb->last = NULL;
+  rb->count = 0;
+  push_chain(heap, hak_segment_of(page), page, first, last, n);
+}
+
+void hak_remote_batches_flush(hak_heap *heap) {
+  for (unsigned i = 0; i < HAK_REMOTE_BATCH_SLOTS; i++)
+    if (heap->remote_batch[i].page != NULL) flush_batch(heap, &heap->remote_batch[i]);
+}
+
+/* Blocks of a class a chain holds before it is sent. */
+static uint32_t batch_limit(const hak_page *page) {
+  uint32_t n = HAK_REMOTE_BATCH_BYTES / page->block_size;
+  return n < 1 ? 1 : n > HAK_REMOTE_BATCH_MAX ? HAK_REMOTE_BATCH_MAX : n;
+}
+
+void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
+  if (unlikely(page->slice_count == 0)) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
+  if (heap == &hak_heap_empty || page->size_class > HAK_DIRECT_CLASS_MAX) {
+    push_chain(heap, seg, page, block, block, 1);
+    return;
+  }
+  /* a slot per page: descriptors are 256 bytes apart within a segment */
+  hak_remote_batch *rb = &heap->remote_batch[((uintptr_t)page >> 8) & (HAK_REMOTE_BATCH_SLOTS - 1)];
+  if (rb->page != page) {
+    if (rb->page != NULL) flush_batch(heap, rb);
+    rb->page = page;
+    rb->last = block;
+    rb->limit = batch_limit(page);
+  } else if (unlikely(block == rb->first)) {
+    hak_fatal("double free detected of", block, page->size_class);
+  }
+  hak_next_encode(page, block, rb->first);
+  rb->first = block;
+  if (++rb->count >= rb->limit) flush_batch(heap, rb);
 }
 
 bool hak_page_set_full_state(hak_page *page) {

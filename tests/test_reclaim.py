@@ -12,7 +12,9 @@ exited thread freed), an exited thread's segment that other threads emptied give
 does not outlive the slices it was set for, memory freed in bursts that comes back while the program
 sleeps, the pages a thread's burst of frees emptied, given back while it sleeps, full pages whose
 blocks other threads freed, given back while their owner sleeps (and taken back by it intact, also
-while the collection races it: tests/c/orphans_mt.c), and what a parent freed just before a fork, given back in the child."""
+while the collection races it: tests/c/orphans_mt.c), remote frees of small blocks that wait in the
+freeing thread only a little and not for long, and what a parent freed just before a fork, given back in
+the child."""
 import pytest
 
 from conftest import describe
@@ -20,7 +22,7 @@ from conftest import describe
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
-                                  "deadline", "asleep", "sleeper", "orphaned", "fork-inherited",
+                                  "deadline", "asleep", "sleeper", "orphaned", "batched", "fork-inherited",
                                   "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, regrow, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;

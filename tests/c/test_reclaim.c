@@ -50,6 +50,10 @@
  *           a worker freed, then no call at all: the main thread's full pages, every block of them freed
  *           by the worker, come back within a few purge delays (they waited for good in its full lists,
  *           as with every peer); the burst allocated again is intact, block by block;
+ *   batched: a worker frees 100,003 of the main thread's 48-byte blocks and waits: all but at most 32 x 32
+ *           of those remote frees are sent at once (chains of 4 KiB a page), the rest by the worker's own
+ *           hak_collect(false), or by its exit in a second round; the owner then gets every block back
+ *           and hands the memory out again intact;
  *   fork-inherited, fork-inherited-threads: a worker frees 128 MiB of 256 KiB blocks and the main thread
  *           forks at once; the child allocates a small block at once and another after the purge delay
  *           (500 ms), then sleeps (the second case creates a thread first): what the parent freed is given
@@ -62,7 +66,7 @@
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
- *        orphaned|fork-inherited|fork-inherited-threads|
+ *        orphaned|batched|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1140,6 +1144,87 @@ static int check_orphaned(void) {
   return 0;
 }
 
+/* ---- batched: remote frees of small blocks wait in the freeing thread, a little and not for long ------ */
+
+enum { BATCH_BLOCKS = 100003, BATCH_SIZE = 48, BATCH_WAITING_MAX = 32 * 32 /* slots x blocks a chain */ };
+
+static char *batch_blocks[BATCH_BLOCKS];
+static sem_t batch_freed, batch_go_on;
+
+/* Frees every block of batch_blocks (the main thread's), then waits, alive, until told to collect and end. */
+static void *batch_worker(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < BATCH_BLOCKS; i++) free(batch_blocks[i]);
+  sem_post(&batch_freed);
+  sem_wait(&batch_go_on);
+  collect(false);
+  sem_post(&batch_freed);
+  sem_wait(&batch_go_on);
+  return NULL;
+}
+
+static int check_batched(void) {
+  sem_init(&batch_freed, 0, 0);
+  sem_init(&batch_go_on, 0, 0);
+  struct hak_stats start = snap();
+  for (size_t i = 0; i < BATCH_BLOCKS; i++) {
+    batch_blocks[i] = malloc(BATCH_SIZE);
+    if (batch_blocks[i] == NULL) return fprintf(stderr, "FAIL batched: malloc\n"), 1;
+    memset(batch_blocks[i], (int)(i % 251), BATCH_SIZE);
+  }
+  uint64_t committed_live = snap().committed_bytes;
+  pthread_t t;
+  if (pthread_create(&t, NULL, batch_worker, NULL) != 0) return fprintf(stderr, "FAIL batched: pthread_create\n"), 1;
+  sem_wait(&batch_freed);
+  uint64_t sent = snap().remote_frees - start.remote_frees;
+  printf("batched: %llu of %d remote frees sent while the worker waits\n", (unsigned long long)sent, BATCH_BLOCKS);
+  if (sent > BATCH_BLOCKS || sent + BATCH_WAITING_MAX < BATCH_BLOCKS)
+    return fprintf(stderr, "FAIL batched: %llu remote frees sent, %d freed, at most %d may wait\n",
+                   (unsigned long long)sent, BATCH_BLOCKS, BATCH_WAITING_MAX), 1;
+  sem_post(&batch_go_on); /* the worker's own collection sends the rest */
+  sem_wait(&batch_freed);
+  sent = snap().remote_frees - start.remote_frees;
+  printf("batched: %llu after the worker's hak_collect(false)\n", (unsigned long long)sent);
+  if (sent != BATCH_BLOCKS)
+    return fprintf(stderr, "FAIL batched: %llu remote frees after the worker's collection, want %d\n",
+                   (unsigned long long)sent, BATCH_BLOCKS), 1;
+  collect(true); /* the owner takes them all */
+  struct hak_stats owner = snap();
+  if (owner.live_blocks[0] > start.live_blocks[0] + 16)
+    return fprintf(stderr, "FAIL batched: %llu small blocks live after the owner's collection, %llu at the start\n",
+                   (unsigned long long)owner.live_blocks[0], (unsigned long long)start.live_blocks[0]), 1;
+  /* the memory serves the owner again, block by block intact */
+  for (size_t i = 0; i < BATCH_BLOCKS; i++) {
+    batch_blocks[i] = malloc(BATCH_SIZE);
+    if (batch_blocks[i] == NULL) return fprintf(stderr, "FAIL batched: malloc\n"), 1;
+    memset(batch_blocks[i], (int)(i % 251), BATCH_SIZE);
+  }
+  for (size_t i = 0; i < BATCH_BLOCKS; i++)
+    if ((unsigned char)batch_blocks[i][0] != i % 251 || (unsigned char)batch_blocks[i][BATCH_SIZE - 1] != i % 251)
+      return fprintf(stderr, "FAIL batched: block %zu damaged\n", i), 1;
+  uint64_t committed = snap().committed_bytes;
+  printf("batched: committed %.1f MiB with the blocks live, %.1f MiB with them allocated again\n",
+         mib(committed_live), mib(committed));
+  if (committed > committed_live + (1u << 20))
+    return fprintf(stderr, "FAIL batched: the blocks allocated again took new memory\n"), 1;
+  /* a second round, freed by the worker that then exits: its exit sends what waited */
+  sem_post(&batch_go_on);
+  pthread_join(t, NULL);
+  start = snap();
+  if (pthread_create(&t, NULL, batch_worker, NULL) != 0) return fprintf(stderr, "FAIL batched: pthread_create\n"), 1;
+  sem_wait(&batch_freed);
+  sem_post(&batch_go_on);
+  sem_wait(&batch_freed);
+  sem_post(&batch_go_on);
+  pthread_join(t, NULL);
+  sent = snap().remote_frees - start.remote_frees;
+  printf("batched: %llu remote frees after the second worker's exit\n", (unsigned long long)sent);
+  if (sent != BATCH_BLOCKS)
+    return fprintf(stderr, "FAIL batched: %llu remote frees after the worker exited, want %d\n",
+                   (unsigned long long)sent, BATCH_BLOCKS), 1;
+  return 0;
+}
+
 /* ---- fork-inherited: a forked child gives back what its parent freed just before the fork ------------ */
 
 enum { INHERITED_BLOCKS = 512, INHERITED_SIZE = 256 << 10 };
@@ -1407,6 +1492,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   if (argc == 2 && strcmp(argv[1], "sleeper") == 0) return check_sleeper();
   if (argc == 2 && strcmp(argv[1], "orphaned") == 0) return check_orphaned();
+  if (argc == 2 && strcmp(argv[1], "batched") == 0) return check_batched();
   if (argc == 2 && strcmp(argv[1], "fork-inherited") == 0) return check_fork_inherited(false);
   if (argc == 2 && strcmp(argv[1], "fork-inherited-threads") == 0) return check_fork_inherited(true);
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
@@ -1415,7 +1501,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|fork-inherited|fork-inherited-threads|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|fork-inherited|fork-inherited-threads|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
