@@ -102,7 +102,8 @@ struct hak_stats {
                                              Small blocks count once the freeing thread sends them to their
                                              page: a chain of up to 4 KiB per page, sent when full, when
                                              another page needs its slot, and at that thread's maintenance
-                                             passes, hak_collect and exit */
+                                             passes, hak_collect, hak_stats_get and exit (so the caller's
+                                             own are always counted) */
   uint64_t committed_bytes;             /**< bytes mapped and not given back (purged, or the released tail
                                              of a reused large mapping); pages never touched count too */
   uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */

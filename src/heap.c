@@ -84,6 +84,10 @@ void hak_heaps_after_fork_child(void) {
   uint64_t started = atomic_load_explicit(&heaps.started, memory_order_relaxed);
   atomic_store_explicit(&heaps.exited, started - (hak_tls_heap != &hak_heap_empty ? 1 : 0),
                         memory_order_relaxed);
+  /* the other threads' remote frees still waiting in their tables would wait for good: no thread runs
+   * those heaps again (the child's own thread is the only one, so no lock is needed) */
+  for (hak_heap *h = heaps.all; h != NULL; h = h->next_all)
+    if (h != hak_tls_heap) hak_remote_batches_flush_frozen(h, hak_tls_heap);
 }
 hak_heap *hak_heaps_first(void) { return heaps.all; }
 
@@ -831,6 +835,8 @@ static void collect_all_pages(hak_heap *heap) {
 /* A collection of `heap` by the thread that may touch its pages: its owner, or for the late heap the
  * holder of late.lock. `force`: every page is looked at and every empty page and segment given back. */
 static void collect_heap(hak_heap *heap, bool force) {
+  /* first: chains bound for this heap's own pages (segments it took over) are then collected below */
+  if (force) hak_remote_batches_flush(heap);
   if (force) hak_class_cache_drain(heap, false); /* first: its blocks may be all their pages hold */
   hak_heap_flush_counts(heap); /* statistics read after an explicit collect are up to date */
   if (force) collect_all_pages(heap);

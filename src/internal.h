@@ -144,11 +144,14 @@ typedef struct hak_heap hak_heap;
 /* A thread's remote frees of small blocks (classes up to HAK_DIRECT_CLASS_MAX) wait in a small table,
  * a chain of blocks per page, and go to the page's remote list with one CAS for the whole chain: when
  * the chain holds HAK_REMOTE_BATCH_BYTES of blocks (HAK_REMOTE_BATCH_MAX at most), when a free into
- * another page takes its slot, and at the thread's maintenance passes, collections and exit. The CAS
- * on a line the owner also writes was most of a remote free's cost (`prodcons`: 81 % of the samples of
- * hak_page_remote_free on it). A waiting block counts as live for its page, which therefore cannot go
- * away under the chain; a thread that stops freeing and allocating keeps at most SLOTS x BYTES of other
- * threads' memory until it runs again or exits. */
+ * another page takes its slot, and at the thread's maintenance passes, collections (hak_collect,
+ * malloc_trim, hak_stats_get), exit, and in a forked child for the threads that did not survive. The
+ * CAS on a line the owner also writes was most of a remote free's cost (`prodcons`: 81 % of the samples
+ * of hak_page_remote_free on it). A waiting block counts as live for its page, which therefore cannot go
+ * away under the chain. So a thread that stops running keeps up to SLOTS pages of other threads in use
+ * (their blocks' own bytes are at most SLOTS x BYTES) until it runs again or exits: 2 MiB of 64 KiB
+ * pages, the same for the 256 KiB pages of 640-1280 bytes, whose descriptors fall on every fourth slot.
+ * Nothing outside the thread can send them; the class cache's lists keep pages in use the same way. */
 #define HAK_REMOTE_BATCH_SLOTS 32
 #define HAK_REMOTE_BATCH_MAX 32
 #define HAK_REMOTE_BATCH_BYTES 4096
@@ -566,6 +569,9 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
 /* Send every chain waiting in the heap's remote-free table to its page (the owner's thread, or whoever
  * retires a vanished thread's heap). */
 void hak_remote_batches_flush(hak_heap *heap);
+/* In a forked child: send the chains of `frozen`, the heap of a thread that did not survive the fork, on
+ * behalf of `self`, the child's thread's heap (or hak_heap_empty: then nothing is taken over). */
+void hak_remote_batches_flush_frozen(hak_heap *frozen, hak_heap *self);
 uint64_t hak_orphan_remote_frees(void);
 bool hak_page_set_full_state(hak_page *page);
 /* The page leaves the full state (REMOTE_NORMAL, its remote list kept); returns the state it had. */

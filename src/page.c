@@ -157,11 +157,16 @@ static bool adopt_on_free(hak_heap *heap, hak_segment *seg, uint32_t frees) {
  * the segment at any moment: everything needed from the page and segment is read before, and afterwards
  * only heap structures (never unmapped) are touched. */
 static void push_chain(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *first, hak_block *last,
-                       uint32_t n) {
-  if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
+                       uint32_t n, bool may_adopt) {
+  if (unlikely(heap == &hak_heap_empty) && may_adopt) heap = hak_heap_for_counting();
   hak_heap *owner = atomic_load_explicit(&seg->owner, memory_order_acquire);
-  if (owner == NULL && heap != &hak_heap_empty && adopt_on_free(heap, seg, n)) {
+  if (owner == NULL && may_adopt && heap != &hak_heap_empty && adopt_on_free(heap, seg, n)) {
     for (hak_block *b = first;; ) { /* each link is read before its block's free writes over it */
+#if HAK_SECURE
+      /* every block of the chain carries its freed tag: a link a use-after-free write redirected leads
+       * elsewhere, which must not be freed (list_tail checks the same on the owner's side) */
+      if (unlikely(!hak_secure_pop_ok(page, b))) hak_report_corrupt_link(page, b);
+#endif
       hak_block *next = b == last ? NULL : hak_next_decode(page, b);
       hak_free_local_slow(heap, page, b);
       if (next == NULL) break;
@@ -194,20 +199,26 @@ static void push_chain(hak_heap *heap, hak_segment *seg, hak_page *page, hak_blo
   if (state == REMOTE_FULL && owner != NULL) atomic_fetch_or_explicit(&owner->full_notified, class_bit, memory_order_release);
 }
 
-/* Send the slot's chain and empty the slot (first: the push may run this heap's maintenance). */
-static void flush_batch(hak_heap *heap, hak_remote_batch *rb) {
+/* Send the slot's chain on behalf of `heap` and empty the slot (first: the push may run this heap's
+ * maintenance). */
+static void flush_batch(hak_heap *heap, hak_remote_batch *rb, bool may_adopt) {
   hak_page *page = rb->page;
   hak_block *first = rb->first, *last = rb->last;
   uint32_t n = rb->count;
   rb->page = NULL;
   rb->first = rb->last = NULL;
   rb->count = 0;
-  push_chain(heap, hak_segment_of(page), page, first, last, n);
+  push_chain(heap, hak_segment_of(page), page, first, last, n, may_adopt);
 }
 
 void hak_remote_batches_flush(hak_heap *heap) {
   for (unsigned i = 0; i < HAK_REMOTE_BATCH_SLOTS; i++)
-    if (heap->remote_batch[i].page != NULL) flush_batch(heap, &heap->remote_batch[i]);
+    if (heap->remote_batch[i].page != NULL) flush_batch(heap, &heap->remote_batch[i], true);
+}
+
+void hak_remote_batches_flush_frozen(hak_heap *frozen, hak_heap *self) {
+  for (unsigned i = 0; i < HAK_REMOTE_BATCH_SLOTS; i++)
+    if (frozen->remote_batch[i].page != NULL) flush_batch(self, &frozen->remote_batch[i], self != &hak_heap_empty);
 }
 
 /* Blocks of a class a chain holds before it is sent. */
@@ -219,22 +230,24 @@ static uint32_t batch_limit(const hak_page *page) {
 void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
   if (unlikely(page->slice_count == 0)) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
   if (heap == &hak_heap_empty || page->size_class > HAK_DIRECT_CLASS_MAX) {
-    push_chain(heap, seg, page, block, block, 1);
+    push_chain(heap, seg, page, block, block, 1, true);
     return;
   }
   /* a slot per page: descriptors are 256 bytes apart within a segment */
   hak_remote_batch *rb = &heap->remote_batch[((uintptr_t)page >> 8) & (HAK_REMOTE_BATCH_SLOTS - 1)];
   if (rb->page != page) {
-    if (rb->page != NULL) flush_batch(heap, rb);
+    if (rb->page != NULL) flush_batch(heap, rb, true);
     rb->page = page;
     rb->last = block;
     rb->limit = batch_limit(page);
-  } else if (unlikely(block == rb->first)) {
+  } else if (unlikely(block == rb->first || block == rb->last)) {
+    /* freed again while its chain waits: at the head, or at the end, whose link would be set to the
+     * newer blocks and then, when sent, over them (the blocks between lost, their page's count wrong) */
     hak_fatal("double free detected of", block, page->size_class);
   }
   hak_next_encode(page, block, rb->first);
   rb->first = block;
-  if (++rb->count >= rb->limit) flush_batch(heap, rb);
+  if (++rb->count >= rb->limit) flush_batch(heap, rb, true);
 }
 
 bool hak_page_set_full_state(hak_page *page) {

@@ -104,6 +104,8 @@ static void stats_fill(struct hak_stats *out, bool process) {
 HAK_API int hak_stats_get_sized(struct hak_stats *out, size_t size) {
   if (out == NULL) return EINVAL;
   hak_init();
+  /* the caller's own remote frees still waiting in its table are sent, so that its counts are exact */
+  if (hak_tls_heap != &hak_heap_empty) hak_remote_batches_flush(hak_tls_heap);
   struct hak_stats all;
   stats_fill(&all, true);
   size_t known = sizeof all < size ? sizeof all : size;
