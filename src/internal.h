@@ -150,8 +150,9 @@ typedef struct hak_heap hak_heap;
  * of hak_page_remote_free on it). A waiting block counts as live for its page, which therefore cannot go
  * away under the chain. So a thread that stops running keeps up to SLOTS pages of other threads in use
  * (their blocks' own bytes are at most SLOTS x BYTES) until it runs again or exits: 2 MiB of 64 KiB
- * pages, the same for the 256 KiB pages of 640-1280 bytes, whose descriptors fall on every fourth slot.
- * Nothing outside the thread can send them; the class cache's lists keep pages in use the same way. */
+ * pages, up to 8 MiB if all were the 256 KiB pages of 640-1280 bytes (whose descriptors usually fall on
+ * every fourth slot). Nothing outside the thread can send them; the class cache's lists keep pages in
+ * use the same way. */
 #define HAK_REMOTE_BATCH_SLOTS 32
 #define HAK_REMOTE_BATCH_MAX 32
 #define HAK_REMOTE_BATCH_BYTES 4096

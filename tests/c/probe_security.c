@@ -122,6 +122,26 @@ static int df_cross_thread(void) {
   return 0;
 }
 
+/* Another thread frees p and q (the main thread's), then p again: p waits at the old end of that
+ * thread's chain for the page (remote frees sent in chains, page.c). */
+static void *free_p_q_p(void *arg) {
+  char **pq = arg;
+  free(pq[0]);
+  free(pq[1]);
+  target(pq[0]);
+  free(opaque(pq[0]));
+  return NULL;
+}
+
+static int df_remote_chain(void) {
+  pthread_t t;
+  char *pq[2] = {malloc(48), malloc(48)};
+  if (!pq[0] || !pq[1]) return fail("malloc returned NULL");
+  if (pthread_create(&t, NULL, free_p_q_p, pq) != 0) return fail("pthread_create");
+  pthread_join(t, NULL);
+  return 0;
+}
+
 /* ---- invalid frees ------------------------------------------------------------------------------- */
 
 static int free_stack(void) {
@@ -619,6 +639,7 @@ static const struct probe probes[] = {
     {"df_after_allocs", df_after_allocs},
     {"df_after_realloc", df_after_realloc},
     {"df_cross_thread", df_cross_thread},
+    {"df_remote_chain", df_remote_chain},
     {"df_after_uaf_write", df_after_uaf_write},
     {"free_stack", free_stack},
     {"free_global", free_global},
