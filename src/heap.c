@@ -625,6 +625,7 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   if (page->used == 0 || block == page->free ||
       (page->in_full && (atomic_load_explicit(&page->remote, memory_order_acquire) & REMOTE_STATE_MASK) == REMOTE_PURGED))
     hak_fatal("double free (or free of a block not allocated) detected of", block, page->size_class);
+  hak_page_clear_fresh(page);
   hak_next_encode(page, block, page->free);
   page->free = block;
   page->used--;

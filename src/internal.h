@@ -192,6 +192,11 @@ typedef struct hak_page {
    * in free instead of three tests; kept by hak_page_set_head and hak_page_set_full. A descriptor not in
    * use has `used` 0, which is above nothing, whatever this holds (a fresh segment's zeroes included). */
   uint32_t free_fast_above;
+  /* Medium classes: every block on `free` was carved from zeroed memory and never handed out, so it reads
+   * as zeroes but for the link carving wrote (calloc then clears only that: api.c). The first free into
+   * the page, or a collection of other threads' frees, clears it; while it is set, owner frees take the
+   * slow path (free_fast_above), where that happens. */
+  uint8_t fresh;
   struct hak_page *next, *prev;
   /* Line 2, fixed while the page is in use: read by everyone (the hardened checks of both fast paths, a
    * remote free), written only when the page is set up or given back. */
@@ -212,7 +217,14 @@ typedef struct hak_page {
 /* The only writers of page->is_head and page->in_full (outside the zeroes of a fresh segment, where
  * `used` is 0 too): they keep free_fast_above in step. */
 static inline void hak_page_update_fast_above(hak_page *page) {
-  page->free_fast_above = page->in_full ? UINT32_MAX : page->is_head ? 0u : 1u;
+  page->free_fast_above = page->in_full || page->fresh ? UINT32_MAX : page->is_head ? 0u : 1u;
+}
+/* A block other than a fresh one goes on the page's `free` (or will): the page is no longer fresh. */
+static inline void hak_page_clear_fresh(hak_page *page) {
+  if (page->fresh) {
+    page->fresh = 0;
+    hak_page_update_fast_above(page);
+  }
 }
 static inline void hak_page_set_head(hak_page *page, bool head) {
   page->is_head = head;
@@ -236,6 +248,9 @@ typedef struct hak_segment {
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
   uint64_t purged_slices;            /* free slices returned to the OS */
+  uint64_t zero_slices;              /* free slices known to read as zeroes: never used since the mapping,
+                                        or purged with MADV_DONTNEED or into read-only zero memory (not
+                                        MADV_FREE, which may leave the old contents) */
   uint64_t read_only_slices;         /* purged slices that are read-only zero memory (hak_os_decommit, or
                                         never made writable): a page must commit them first */
   uint64_t trimmed_slices;           /* purged slices that a trim purged (hak_segments_trim) */
@@ -543,8 +558,10 @@ void hak_class_cache_drain(hak_heap *heap, bool idle_only);
 bool hak_class_cache_is_head(const hak_heap *heap, const hak_segment *seg, const void *p);
 
 /* ---- Pages (page.c) ------------------------------------------------------------------------------ */
+/* Set up `page` on `slices` slices of `seg` from `slice` for class `cls`; `zeroed`: its memory reads as
+ * zeroes (fresh for calloc, medium classes). */
 void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key,
-                   uintptr_t canary_key);
+                   uintptr_t canary_key, bool zeroed);
 void hak_page_collect(hak_heap *heap, hak_page *page);
 void hak_page_flush_counts(hak_heap *heap, hak_page *page);
 void hak_heap_flush_counts(hak_heap *heap);

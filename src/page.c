@@ -3,11 +3,12 @@
 #include "alloc.h"
 
 void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned slices, unsigned cls, uintptr_t key,
-                   uintptr_t canary_key) {
+                   uintptr_t canary_key, bool zeroed) {
   size_t bs = hak_class_size(cls);
   page->free = NULL;
   page->local_free = NULL;
   page->used = 0;
+  page->fresh = zeroed && cls > HAK_DIRECT_CLASS_MAX; /* before the fast-path threshold is set below */
   page->block_size = (uint32_t)bs;
   hak_page_set_full(page, false);
   page->size_class = (uint8_t)cls;
@@ -104,6 +105,7 @@ void hak_page_flush_counts(hak_heap *heap, hak_page *page) {
 void hak_page_collect(hak_heap *heap, hak_page *page) {
   hak_page_flush_counts(heap, page);
   if (page->local_free != NULL) {
+    hak_page_clear_fresh(page);
     if (page->free != NULL) hak_next_encode(page, list_tail(page, page->local_free), page->free);
     page->free = page->local_free;
     page->local_free = NULL;
@@ -111,6 +113,7 @@ void hak_page_collect(hak_heap *heap, hak_page *page) {
   uint32_t n = 0;
   hak_block *list = take_remote(page, &n);
   if (list == NULL) return;
+  hak_page_clear_fresh(page);
   if (unlikely(n > page->used)) hak_fatal("double free (remote) detected in page of", list, page->size_class);
   page->used -= n;
   page->used_at_flush = page->used;

@@ -174,6 +174,7 @@ static hak_segment *segment_map(void) {
    * pointer into the header from reading before the segment (HAK_SEGMENT_GUARD). */
   seg->pages[0].block_size = 16;
   seg->free_slices = ~(uint64_t)1;
+  seg->zero_slices = ~(uint64_t)1; /* a fresh mapping, writable or read-only */
   for (unsigned i = 0; i < HAK_SLICES; i++) seg->slice_page[i] = (uint8_t)i;
   memset(seg->slice_class, SLICE_NEVER_USED, sizeof seg->slice_class);
   pthread_mutex_lock(&segs.lock);
@@ -300,11 +301,14 @@ static void purge_slices(hak_segment *seg, uint64_t slices) {
     void *start = (uint8_t *)seg + ((size_t)at << HAK_SLICE_SHIFT);
     size_t bytes = (size_t)n << HAK_SLICE_SHIFT;
     int err = locked ? EINVAL : hak_os_purge(start, bytes, lazy);
+    bool zeroed = err == 0 && !lazy;
     if (err == EINVAL && hak_os_decommit(start, bytes) == 0) {
       seg->read_only_slices |= bits;
       err = 0;
+      zeroed = true;
     }
     if (err == 0) seg->purged_slices |= bits;
+    if (zeroed) seg->zero_slices |= bits;
     slices &= ~bits;
   }
 }
@@ -496,9 +500,11 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   if (waited) hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(waited));
   forget_measured(seg, waited);
   hak_counter_add(&segs.used_slices, n);
+  bool zeroed = (bits & ~seg->zero_slices) == 0;
   seg->free_slices &= ~bits;
   seg->dirty_slices &= ~bits;
   seg->purged_slices &= ~bits;
+  seg->zero_slices &= ~bits;
   /* purge_due_ms is set exactly while dirty free slices wait: when the last of them is taken again, a
    * deadline left behind would purge the next freed slice too early (hak_segment_page_free sets one only
    * when none is pending) and keep the heap's maintenance at its fastest rate (heap_maintain) */
@@ -513,7 +519,7 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
 #if HAK_SECURE
   hak_secure_page_keys(heap, &key, &canary_key);
 #endif
-  hak_page_init(page, seg, at, n, cls, key, canary_key);
+  hak_page_init(page, seg, at, n, cls, key, canary_key, zeroed);
   seg->used_pages++;
   return page;
 }

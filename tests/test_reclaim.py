@@ -13,7 +13,8 @@ does not outlive the slices it was set for, memory freed in bursts that comes ba
 sleeps, the pages a thread's burst of frees emptied, given back while it sleeps, full pages whose
 blocks other threads freed, given back while their owner sleeps (and taken back by it intact, also
 while the collection races it: tests/c/orphans_mt.c), remote frees of small blocks that wait in the
-freeing thread only a little and not for long, and what a parent freed just before a fork, given back in
+freeing thread only a little and not for long, calloc that leaves fresh memory untouched and always reads
+as zeroes (also with every purge at once, MADV_DONTNEED or MADV_FREE), and what a parent freed just before a fork, given back in
 the child."""
 import pytest
 
@@ -22,7 +23,7 @@ from conftest import describe
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
-                                  "deadline", "asleep", "sleeper", "orphaned", "batched", "fork-inherited",
+                                  "deadline", "asleep", "sleeper", "orphaned", "batched", "calloc", "fork-inherited",
                                   "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, regrow, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;
@@ -90,3 +91,14 @@ def test_orphaned_pages_race_their_owners_intact(run_program, variant):
     env = {"HAKMEM_PURGE_DELAY_MS": "1", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"}
     proc = run_program("orphans_mt", variant, args=("2",), env=env, timeout=60)
     assert proc.returncode == 0 and "0 damaged" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+@pytest.mark.parametrize("mode", ["dontneed", "free"])
+def test_calloc_reads_zeroes_when_every_purge_comes_at_once(run_program, variant, mode):
+    """calloc after freed memory was purged at once: with MADV_DONTNEED the slices read as zeroes and are
+    not written over again; with MADV_FREE (which may leave the old contents) they are."""
+    env = {"HAKMEM_PURGE_DELAY_MS": "0", "HAKMEM_PURGE_MODE": mode}
+    proc = run_program("test_reclaim", variant, args=("calloc",), env=env, timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    assert "calloc: every block read as zeroes" in proc.stdout, describe(proc)

@@ -54,6 +54,9 @@
  *           of those remote frees are sent at once (chains of 4 KiB a page), the rest by the worker's own
  *           hak_collect(false), or by its exit in a second round; the owner then gets every block back
  *           and hands the memory out again intact;
+ *   calloc: 800 callocs of 300,000 bytes, one byte written in each, leave well under 32 MiB resident (fresh
+ *           memory is not written over); every calloc reads as zeroes, of fresh blocks, of blocks the
+ *           program wrote and freed, of blocks another thread freed, and after a collection purged them;
  *   fork-inherited, fork-inherited-threads: a worker frees 128 MiB of 256 KiB blocks and the main thread
  *           forks at once; the child allocates a small block at once and another after the purge delay
  *           (500 ms), then sleeps (the second case creates a thread first): what the parent freed is given
@@ -66,7 +69,7 @@
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
- *        orphaned|batched|fork-inherited|fork-inherited-threads|
+ *        orphaned|batched|calloc|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1225,6 +1228,73 @@ static int check_batched(void) {
   return 0;
 }
 
+/* ---- calloc: fresh medium blocks are not written over, and every calloc reads as zeroes ------------ */
+
+enum { CALLOC_BLOCKS = 800, CALLOC_BIG = 300000 };
+
+static char *calloc_blocks[CALLOC_BLOCKS];
+
+static int all_zero(const char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0) return 0;
+  return 1;
+}
+
+static void *calloc_free_all(void *arg) {
+  (void)arg;
+  for (size_t i = 0; i < CALLOC_BLOCKS; i++) free(calloc_blocks[i]);
+  return NULL;
+}
+
+/* calloc CALLOC_BLOCKS blocks of `size` and check each reads as zeroes; `touch`: then write one byte. */
+static int calloc_round(const char *what, size_t size, bool touch) {
+  for (size_t i = 0; i < CALLOC_BLOCKS; i++) {
+    calloc_blocks[i] = calloc(1, size);
+    if (calloc_blocks[i] == NULL) return fprintf(stderr, "FAIL calloc: calloc(1, %zu)\n", size), 1;
+    if (!all_zero(calloc_blocks[i], size))
+      return fprintf(stderr, "FAIL calloc: %s: block %zu of %zu bytes not zero\n", what, i, size), 1;
+    if (touch) calloc_blocks[i][size / 2] = 1;
+  }
+  return 0;
+}
+
+static void scribble_and_free(size_t size) {
+  for (size_t i = 0; i < CALLOC_BLOCKS; i++) {
+    memset(calloc_blocks[i], 0xa5, size);
+    free(calloc_blocks[i]);
+  }
+}
+
+static int check_calloc(void) {
+  /* fresh memory: one byte written in each block of 300,000, so only about 800 OS pages are touched */
+  long start = rss_kib();
+  if (calloc_round("fresh", CALLOC_BIG, true) != 0) return 1;
+  long grown = rss_kib() - start;
+  printf("calloc: %d blocks of %d B, one byte written in each: %ld KiB resident more (%d KiB asked)\n",
+         CALLOC_BLOCKS, CALLOC_BIG, grown, CALLOC_BLOCKS * (CALLOC_BIG / 1024));
+  if (grown > 32 << 10) return fprintf(stderr, "FAIL calloc: fresh blocks were written over\n"), 1;
+  scribble_and_free(CALLOC_BIG);
+  /* the same memory again, each size in turn: blocks the program wrote, freed by their owner */
+  const size_t sizes[] = {1100, 20000, CALLOC_BIG};
+  for (size_t k = 0; k < 3; k++) {
+    if (calloc_round("fresh or freed by the owner", sizes[k], false) != 0) return 1;
+    scribble_and_free(sizes[k]);
+    if (calloc_round("freed by the owner", sizes[k], false) != 0) return 1;
+    /* written, then freed by another thread (remote frees, collected into the owner's pages) */
+    for (size_t i = 0; i < CALLOC_BLOCKS; i++) memset(calloc_blocks[i], 0x5a, sizes[k]);
+    pthread_t t;
+    if (pthread_create(&t, NULL, calloc_free_all, NULL) != 0) return fprintf(stderr, "FAIL calloc: pthread_create\n"), 1;
+    pthread_join(t, NULL);
+    if (calloc_round("freed by another thread", sizes[k], false) != 0) return 1;
+    scribble_and_free(sizes[k]);
+    collect(true); /* purged (or, with HAKMEM_PURGE_MODE=free, lazily): the next round maps or reuses them */
+    if (calloc_round("after a collection", sizes[k], false) != 0) return 1;
+    scribble_and_free(sizes[k]);
+  }
+  printf("calloc: every block read as zeroes (fresh, reused, freed remotely, after a collection)\n");
+  return 0;
+}
+
 /* ---- fork-inherited: a forked child gives back what its parent freed just before the fork ------------ */
 
 enum { INHERITED_BLOCKS = 512, INHERITED_SIZE = 256 << 10 };
@@ -1493,6 +1563,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "sleeper") == 0) return check_sleeper();
   if (argc == 2 && strcmp(argv[1], "orphaned") == 0) return check_orphaned();
   if (argc == 2 && strcmp(argv[1], "batched") == 0) return check_batched();
+  if (argc == 2 && strcmp(argv[1], "calloc") == 0) return check_calloc();
   if (argc == 2 && strcmp(argv[1], "fork-inherited") == 0) return check_fork_inherited(false);
   if (argc == 2 && strcmp(argv[1], "fork-inherited-threads") == 0) return check_fork_inherited(true);
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
@@ -1501,7 +1572,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|fork-inherited|fork-inherited-threads|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|calloc|fork-inherited|fork-inherited-threads|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
