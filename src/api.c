@@ -40,8 +40,11 @@ HAK_API void *hak_calloc(size_t count, size_t size) {
   /* A medium block popped from a fresh page was carved from zeroed memory and never handed out (the page
    * is its own: nothing else puts a block on its `free`): only carving's link (and in hardened builds the
    * freed tag, which malloc cleared already) was written. Zeroing the rest would make all of it resident
-   * (gcc's cc1: 480 callocs of 64-512 KiB, 157 MB peak against glibc's 91: docs/notes). */
-  if (total + HAK_CANARY_SIZE > HAK_SMALL_MAX && hak_segment_page_of(hak_segment_of(p), p)->fresh)
+   * (gcc's cc1: 480 callocs of 64-512 KiB, 157 MB peak against glibc's 91: docs/notes). Not for a block
+   * of the shared late heap (a thread past its destructors has no heap of its own), whose pages other
+   * threads may touch once its lock is dropped. */
+  if (total + HAK_CANARY_SIZE > HAK_SMALL_MAX && hak_tls_heap != &hak_heap_empty &&
+      hak_segment_page_of(hak_segment_of(p), p)->fresh)
     memset(p, 0, 2 * sizeof(void *));
   else
     memset(p, 0, total);
