@@ -141,7 +141,7 @@ typedef struct hak_heap hak_heap;
 /* Slots of a heap's table of frees into abandoned segments (page.c). */
 #define HAK_ADOPT_SLOTS 64
 
-/* A thread's remote frees of small blocks (classes up to HAK_DIRECT_CLASS_MAX) wait in a small table,
+/* Default builds: a thread's remote frees of small blocks (classes up to HAK_DIRECT_CLASS_MAX) wait in a small table,
  * a chain of blocks per page, and go to the page's remote list with one CAS for the whole chain: when
  * the chain holds HAK_REMOTE_BATCH_BYTES of blocks (HAK_REMOTE_BATCH_MAX at most), when a free into
  * another page takes its slot, and at the thread's maintenance passes, collections (hak_collect,
