@@ -99,11 +99,11 @@ struct hak_stats {
   uint64_t remote_frees;                /**< of those, freed by a thread other than the owner (frees into
                                              the memory of an exited thread count here until the freeing
                                              thread adopts that segment, after 64 of them; local after).
-                                             Small blocks count once the freeing thread sends them to their
-                                             page: a chain of up to 4 KiB per page, sent when full, when
-                                             another page needs its slot, and at that thread's maintenance
-                                             passes, hak_collect, hak_stats_get and exit (so the caller's
-                                             own are always counted) */
+                                             In default builds small blocks count once the freeing thread
+                                             sends them to their page: a chain of up to 4 KiB per page, sent
+                                             when full, when another page needs its slot, and at that
+                                             thread's maintenance passes, hak_collect, hak_stats_get and exit
+                                             (so the caller's own are always counted) */
   uint64_t committed_bytes;             /**< bytes mapped and not given back (purged, or the released tail
                                              of a reused large mapping); pages never touched count too */
   uint64_t peak_committed_bytes;        /**< high-water mark of committed_bytes */
