@@ -836,9 +836,10 @@ static void collect_all_pages(hak_heap *heap) {
 /* A collection of `heap` by the thread that may touch its pages: its owner, or for the late heap the
  * holder of late.lock. `force`: every page is looked at and every empty page and segment given back. */
 static void collect_heap(hak_heap *heap, bool force) {
-  /* first: chains bound for this heap's own pages (segments it took over) are then collected below */
-  if (force) hak_remote_batches_flush(heap);
-  if (force) hak_class_cache_drain(heap, false); /* first: its blocks may be all their pages hold */
+  if (force) { /* first: what they hold goes back to the pages collected below */
+    hak_remote_batches_flush(heap);     /* chains bound for this heap's own pages (segments taken over) */
+    hak_class_cache_drain(heap, false); /* its blocks may be all their pages hold */
+  }
   hak_heap_flush_counts(heap); /* statistics read after an explicit collect are up to date */
   if (force) collect_all_pages(heap);
   heap_maintain(heap, force);
