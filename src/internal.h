@@ -141,8 +141,9 @@ typedef struct hak_heap hak_heap;
 /* Slots of a heap's table of frees into abandoned segments (page.c). */
 #define HAK_ADOPT_SLOTS 64
 
-/* Default builds: a thread's remote frees of small blocks (classes up to HAK_DIRECT_CLASS_MAX) wait in a small table,
- * a chain of blocks per page, and go to the page's remote list with one CAS for the whole chain: when
+/* Default builds (HAK_REMOTE_CHAINS): a thread's remote frees of small blocks (classes up to
+ * HAK_DIRECT_CLASS_MAX) wait in a small table, a chain of blocks per page, and go to the page's remote
+ * list with one CAS for the whole chain: when
  * the chain holds HAK_REMOTE_BATCH_BYTES of blocks (HAK_REMOTE_BATCH_MAX at most), when a free into
  * another page takes its slot, and at the thread's maintenance passes, collections (hak_collect,
  * malloc_trim, hak_stats_get), exit, and in a forked child for the threads that did not survive. The
@@ -153,6 +154,9 @@ typedef struct hak_heap hak_heap;
  * pages, up to 8 MiB if all were the 256 KiB pages of 640-1280 bytes (whose descriptors usually fall on
  * every fourth slot). Nothing outside the thread can send them; the class cache's lists keep pages in
  * use the same way. */
+/* Hardened builds push each remote free at once: with chains their `prodcons` ran 1.119 behind over 21
+ * rounds, although they executed fewer instructions (docs/notes/2026-11-25-remote-chains.md). */
+#define HAK_REMOTE_CHAINS (!HAK_SECURE)
 #define HAK_REMOTE_BATCH_SLOTS 32
 #define HAK_REMOTE_BATCH_MAX 32
 #define HAK_REMOTE_BATCH_BYTES 4096

@@ -210,11 +210,13 @@ static void flush_batch(hak_heap *heap, hak_remote_batch *rb, bool may_adopt) {
 }
 
 void hak_remote_batches_flush(hak_heap *heap) {
+  if (!HAK_REMOTE_CHAINS) return;
   for (unsigned i = 0; i < HAK_REMOTE_BATCH_SLOTS; i++)
     if (heap->remote_batch[i].page != NULL) flush_batch(heap, &heap->remote_batch[i], true);
 }
 
 void hak_remote_batches_flush_frozen(hak_heap *frozen, hak_heap *self) {
+  if (!HAK_REMOTE_CHAINS) return;
   for (unsigned i = 0; i < HAK_REMOTE_BATCH_SLOTS; i++)
     if (frozen->remote_batch[i].page != NULL) flush_batch(self, &frozen->remote_batch[i], self != &hak_heap_empty);
 }
@@ -227,9 +229,7 @@ static uint32_t batch_limit(const hak_page *page) {
 
 void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_block *block) {
   if (unlikely(page->slice_count == 0)) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
-  /* Hardened builds push at once: with chains their `prodcons` ran 1.119 behind over 21 rounds
-   * (docs/notes/2026-11-25-remote-chains.md), although they executed fewer instructions */
-  if (HAK_SECURE || heap == &hak_heap_empty || page->size_class > HAK_DIRECT_CLASS_MAX) {
+  if (!HAK_REMOTE_CHAINS || heap == &hak_heap_empty || page->size_class > HAK_DIRECT_CLASS_MAX) {
     push_chain(heap, seg, page, block, block, 1, true);
     return;
   }
