@@ -744,7 +744,8 @@ static inline bool hak_page_block_range(const hak_page *page, uintptr_t p) {
 #if HAK_SECURE
 /* Hardened free-list links are stored as next ^ key ^ block: the key is per page and random, so the
  * stored word tells nothing of the address without it. A link changed while its block was free decodes
- * out of the page's block starts (caught here), or to some other address in it, whose missing freed tag
+ * out of the page's block starts (caught here; malloc's pop tests only that it stays in the segment,
+ * hak_secure_pop_link), or to some other address, whose missing freed tag
  * malloc catches when it pops that address (alloc.h), as it catches a link redirected to another free
  * block once the list reaches a block it popped already. (The links used to be rotated by 16 bits as
  * well, so that a changed low byte decoded out of range at once; with the pop's tag check that only moved
