@@ -476,14 +476,15 @@ typedef struct hak_learned_delay {
   uint64_t purged_bytes;              /* purged by the deadline in this window (resident pages) */
   uint64_t purged_before;             /* the same in the window before */
   uint64_t taken_bytes, taken_kib_ms; /* purged memory taken back, not counted yet, and its KiB x ms */
-  uint64_t kept_bytes, kept_kib_ms;   /* kept memory taken back after longer than the option's delay */
+  uint64_t kept_bytes, kept_max_ms;   /* kept memory taken back after longer than the option's delay, and
+                                         the longest interval it came back after */
 } hak_learned_delay;
 /* What one page's take of free slices brings to the slices' learned delay (segment.c). */
 typedef struct hak_slices_taken {
   uint64_t purged_bytes;  /* slices the deadline purged: the OS pages they held resident then, in bytes */
   uint64_t purged_kib_ms; /* the sum over those of KiB times the interval since their free */
   uint64_t kept_bytes;    /* dirty slices kept past the option's delay, whole */
-  uint64_t kept_kib_ms;
+  uint64_t kept_max_ms;   /* the longest interval since their free among those */
   uint64_t live_bytes;    /* what the tier's pages hold */
   uint64_t waiting_bytes; /* what waits to be purged */
 } hak_slices_taken;

@@ -17,7 +17,8 @@
  * or shorter than before. A review of a first version, which learned from any slice taken back, found a
  * 200-byte malloc by another thread teaching the delay for a 400 MB burst, held 3.2 s instead of 0.12 s
  * (docs/notes/2026-11-25-learned-slices-delay.md). Kept memory refreshes the delay once it reaches the
- * same share and an eighth of what waits to be purged, and brings it down to 5/4 of its own mean interval.
+ * same share and an eighth of what waits to be purged, and brings it down to 5/4 of the longest interval
+ * it came back after.
  *
  * Not in a single-threaded program under HAKMEM_BACKGROUND_PURGE=auto (hak_purger_alone): its trims bound
  * what waits, and memory the option's deadline no longer purged went to a trim instead, whose refault
@@ -100,7 +101,7 @@ static void roll_window(hak_learned_delay *d, uint64_t now) {
   if (at != 0 && (now < at || now - at <= span)) return;
   d->purged_before = at != 0 && now - at <= 2 * span ? d->purged_bytes : 0;
   d->window_at = now;
-  d->purged_bytes = d->taken_bytes = d->taken_kib_ms = d->kept_bytes = d->kept_kib_ms = 0;
+  d->purged_bytes = d->taken_bytes = d->taken_kib_ms = d->kept_bytes = d->kept_max_ms = 0;
 }
 
 void hak_learned_delay_note_purged(hak_learned_delay *d, uint64_t now, uint64_t bytes) {
@@ -132,14 +133,17 @@ void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, const hak
     d->taken_bytes = d->taken_kib_ms = 0;
   }
   /* kept memory weighs against what the learned delay keeps waiting too, and holds the delay at 5/4 of
-   * its own mean interval at most (a pause taught the ceiling; the rounds after it come back sooner) */
+   * the longest interval it came back after at most (a pause taught the ceiling; the rounds after it
+   * come back sooner). Not its mean: a sweep that reuses a burst block by block takes its last blocks
+   * back a sweep's length after its first, and 5/4 of the mean purged them just before (64 MiB in 256
+   * blocks every 3 delays: three segments faulted in again every other round) */
   d->kept_bytes += taken->kept_bytes;
-  d->kept_kib_ms += taken->kept_kib_ms;
+  if (taken->kept_max_ms > d->kept_max_ms) d->kept_max_ms = taken->kept_max_ms;
   if (d->kept_bytes >= need && d->kept_bytes >= taken->waiting_bytes / 8) {
-    uint64_t want = delay_for(d->kept_kib_ms / (d->kept_bytes >> 10) + 1);
+    uint64_t want = delay_for(d->kept_max_ms);
     if (want < atomic_load_explicit(&d->ms, memory_order_relaxed)) atomic_store_explicit(&d->ms, want, memory_order_relaxed);
     atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
-    d->kept_bytes = d->kept_kib_ms = 0;
+    d->kept_bytes = d->kept_max_ms = 0;
   }
   pthread_mutex_unlock(&d->lock);
 }

@@ -467,7 +467,7 @@ static void learn_from_take(const hak_segment *seg, uint64_t purged, uint64_t ke
     uint64_t interval = hak_learned_delay_interval(&segs.delay, now, seg->slice_freed_ms[__builtin_ctzll(kept)]);
     if (interval <= delay) continue;
     taken.kept_bytes += HAK_SLICE_SIZE;
-    taken.kept_kib_ms += (HAK_SLICE_SIZE >> 10) * interval;
+    if (interval > taken.kept_max_ms) taken.kept_max_ms = interval;
   }
   if ((taken.purged_bytes | taken.kept_bytes) == 0) return;
   taken.live_bytes = hak_segments_used_bytes();
