@@ -52,7 +52,7 @@ static inline bool hak_secure_pop_ok(const hak_page *page, const hak_block *b) {
  * address of the segment but a free block of this page fails (but for a 2^-64 chance, without the
  * keys), and every address of a segment is readable up to its guard (HAK_SEGMENT_GUARD): so the pop
  * needs no test against the page's block starts (hak_next_decode_checked, which the list walks keep).
- * Two loads and two instructions fewer per malloc: `pair` 0.917 with the free's change below, hardened
+ * Two loads and two instructions fewer per malloc: `pair` 0.916 with the free's change below, hardened
  * builds, docs/notes/2026-11-26-hardened-link-and-realistic.md. */
 static inline bool hak_secure_pop_link(const hak_page *page, const hak_block *b, hak_block **next) {
   uintptr_t n = (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b);
