@@ -477,7 +477,8 @@ typedef struct hak_learned_delay {
   uint64_t purged_before;             /* the same in the window before */
   uint64_t taken_bytes, taken_kib_ms; /* purged memory taken back, not counted yet, and its KiB x ms */
   uint64_t kept_bytes, kept_max_ms;   /* kept memory taken back after longer than the option's delay, and
-                                         the longest interval it came back after */
+                                         the longest interval it came back after in this window */
+  uint64_t kept_max_before;           /* that interval in the window before */
 } hak_learned_delay;
 /* What one page's take of free slices brings to the slices' learned delay (segment.c). */
 typedef struct hak_slices_taken {

@@ -18,7 +18,7 @@
  * 200-byte malloc by another thread teaching the delay for a 400 MB burst, held 3.2 s instead of 0.12 s
  * (docs/notes/2026-11-25-learned-slices-delay.md). Kept memory refreshes the delay once it reaches the
  * same share and an eighth of what waits to be purged, and brings it down to 5/4 of the longest interval
- * it came back after.
+ * it came back after in this window or the one before.
  *
  * Not in a single-threaded program under HAKMEM_BACKGROUND_PURGE=auto (hak_purger_alone): its trims bound
  * what waits, and memory the option's deadline no longer purged went to a trim instead, whose refault
@@ -100,6 +100,7 @@ static void roll_window(hak_learned_delay *d, uint64_t now) {
   uint64_t span = learn_ceiling(hak_opts.value[HAK_OPT_PURGE_DELAY_MS]), at = d->window_at;
   if (at != 0 && (now < at || now - at <= span)) return;
   d->purged_before = at != 0 && now - at <= 2 * span ? d->purged_bytes : 0;
+  d->kept_max_before = at != 0 && now - at <= 2 * span ? d->kept_max_ms : 0;
   d->window_at = now;
   d->purged_bytes = d->taken_bytes = d->taken_kib_ms = d->kept_bytes = d->kept_max_ms = 0;
 }
@@ -133,17 +134,19 @@ void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, const hak
     d->taken_bytes = d->taken_kib_ms = 0;
   }
   /* kept memory weighs against what the learned delay keeps waiting too, and holds the delay at 5/4 of
-   * the longest interval it came back after at most (a pause taught the ceiling; the rounds after it
-   * come back sooner). Not its mean: a sweep that reuses a burst block by block takes its last blocks
-   * back a sweep's length after its first, and 5/4 of the mean purged them just before (64 MiB in 256
-   * blocks every 3 delays: three segments faulted in again every other round) */
+   * the longest interval it came back after, in this window and the one before, at most (a pause taught
+   * the ceiling; the rounds after it come back sooner). Not its mean, nor the longest of one share: a
+   * sweep that reuses a burst block by block takes its last blocks back a sweep's length after its first,
+   * and 5/4 of the mean, or of the first share's longest, purged them just before (64 MiB in 256 blocks
+   * every 3 delays: a few segments faulted in again every other round) */
   d->kept_bytes += taken->kept_bytes;
   if (taken->kept_max_ms > d->kept_max_ms) d->kept_max_ms = taken->kept_max_ms;
   if (d->kept_bytes >= need && d->kept_bytes >= taken->waiting_bytes / 8) {
-    uint64_t want = delay_for(d->kept_max_ms);
+    uint64_t longest = d->kept_max_ms > d->kept_max_before ? d->kept_max_ms : d->kept_max_before;
+    uint64_t want = delay_for(longest);
     if (want < atomic_load_explicit(&d->ms, memory_order_relaxed)) atomic_store_explicit(&d->ms, want, memory_order_relaxed);
     atomic_store_explicit(&d->learned_at, now, memory_order_relaxed);
-    d->kept_bytes = d->kept_max_ms = 0;
+    d->kept_bytes = 0;
   }
   pthread_mutex_unlock(&d->lock);
 }
