@@ -55,7 +55,7 @@ static inline bool hak_secure_pop_ok(const hak_page *page, const hak_block *b) {
  * Two loads and two instructions fewer per malloc: `pair` 0.916 with the free's change below, hardened
  * builds, docs/notes/2026-11-26-hardened-link-and-realistic.md. */
 static inline bool hak_secure_pop_link(const hak_page *page, const hak_block *b, hak_block **next) {
-  uintptr_t n = (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b);
+  uintptr_t n = hak_next_decoded(page, b);
   *next = (hak_block *)n;
   return likely((n ^ (uintptr_t)b) < HAK_SEGMENT_SIZE) || n == 0;
 }

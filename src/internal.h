@@ -753,10 +753,15 @@ static inline bool hak_page_block_range(const hak_page *page, uintptr_t p) {
  * well, so that a changed low byte decoded out of range at once; with the pop's tag check that only moved
  * the report one malloc earlier, and it cost 5 % on a malloc+free pair: docs/notes, 2026-11-25.)
  *
- * Decode the link stored in free block `b` into *next; false when it decodes out of the page's blocks
+ * The link stored in free block `b`, decoded (not checked). */
+static inline uintptr_t hak_next_decoded(const hak_page *page, const hak_block *b) {
+  return (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b);
+}
+
+/* Decode the link stored in free block `b` into *next; false when it decodes out of the page's blocks
  * (and is not the end of the list): the block was overwritten while free. */
 static inline bool hak_next_decode_checked(const hak_page *page, const hak_block *b, hak_block **next) {
-  uintptr_t n = (uintptr_t)b->next ^ (page->key ^ (uintptr_t)b);
+  uintptr_t n = hak_next_decoded(page, b);
   *next = (hak_block *)n;
   return hak_page_block_range(page, n) || n == 0;
 }
