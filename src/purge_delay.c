@@ -99,8 +99,9 @@ void hak_learned_delay_note_block(hak_learned_delay *d, uint64_t now, uint64_t f
 static void roll_window(hak_learned_delay *d, uint64_t now) {
   uint64_t span = learn_ceiling(hak_opts.value[HAK_OPT_PURGE_DELAY_MS]), at = d->window_at;
   if (at != 0 && (now < at || now - at <= span)) return;
-  d->purged_before = at != 0 && now - at <= 2 * span ? d->purged_bytes : 0;
-  d->kept_max_before = at != 0 && now - at <= 2 * span ? d->kept_max_ms : 0;
+  bool recent = at != 0 && now - at <= 2 * span; /* the window ending now began within two spans */
+  d->purged_before = recent ? d->purged_bytes : 0;
+  d->kept_max_before = recent ? d->kept_max_ms : 0;
   d->window_at = now;
   d->purged_bytes = d->taken_bytes = d->taken_kib_ms = d->kept_bytes = d->kept_max_ms = 0;
 }
