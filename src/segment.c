@@ -323,11 +323,31 @@ static void count_resident(hak_segment *seg, uint64_t slices) {
   for (uint64_t left = slices; left != 0; left &= left - 1) seg->slice_resident[__builtin_ctzll(left)] = SLICE_OS_PAGES;
 }
 
-/* hak_segment_purge with slices_lock held. */
+/* The dirty free slices in `dirty` that were freed too recently for a deadline purge at `now_ms`: those
+ * with over a quarter of the delay in force still to wait (the quarter lets slices freed close together
+ * go in one purge). Their earliest deadline goes to *next_due (0: none). */
+static uint64_t young_slices(const hak_segment *seg, uint64_t dirty, uint64_t now_ms, uint64_t *next_due) {
+  uint64_t delay = (uint64_t)hak_learned_delay_in_force(&segs.delay, now_ms), young = 0, next = 0;
+  for (; dirty != 0; dirty &= dirty - 1) {
+    unsigned i = (unsigned)__builtin_ctzll(dirty);
+    uint64_t due = seg->slice_freed_ms[i] + delay;
+    if (due <= now_ms + delay / 4) continue;
+    young |= (uint64_t)1 << i;
+    if (next == 0 || due < next) next = due;
+  }
+  *next_due = next;
+  return young;
+}
+
+/* hak_segment_purge with slices_lock held. The segment's deadline is its oldest waiting slice's; a
+ * deadline purge takes the slices whose own deadline has (nearly) come and sets the next one by the
+ * rest, which taking them all had purged up to a delay early (a page retired just before the deadline,
+ * purged at once and faulted in again by its next allocation). A forced purge takes them all. */
 static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t dirty = seg->dirty_slices & seg->free_slices;
-  uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
+  uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed), next_due = 0;
   if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
+  if (!force) dirty &= ~young_slices(seg, dirty, now_ms, &next_due);
   bool learn = !force && !hak_purger_alone();
   if (learn) count_resident(seg, dirty);
   purge_slices(seg, dirty);
@@ -338,9 +358,9 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
     hak_learned_delay_note_purged(&segs.delay, now_ms, pages * HAK_OS_PAGE);
   }
   hak_counter_add(&segs.waiting_slices, (uint64_t)0 - (uint64_t)__builtin_popcountll(dirty));
-  forget_measured(seg, seg->dirty_slices);
-  seg->dirty_slices = 0;
-  atomic_store_explicit(&seg->purge_due_ms, 0, memory_order_relaxed);
+  forget_measured(seg, dirty);
+  seg->dirty_slices &= ~dirty;
+  atomic_store_explicit(&seg->purge_due_ms, next_due, memory_order_relaxed);
 }
 
 /* ---- Orphaned pages ------------------------------------------------------------------------------

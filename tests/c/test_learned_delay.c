@@ -16,11 +16,17 @@
  *   ratchet DELAY_MS: the slices' rounds every 3 delays, one pause of 25 delays, then rounds every 3
  *          delays again: the pause taught the delay 31 delays, and the rounds after it bring it down, so
  *          the last round's memory is purged within 12 delays of its free.
+ *   young DELAY_MS: 64 MiB in 256 KiB blocks; those in the lower half of each 4 MiB-aligned span (the
+ *          first page of a segment) freed, and those in the upper half (its second page) 7/10 of a delay
+ *          later: 13/10 of a delay after the first frees, the first are purged and the later ones still
+ *          resident (a segment's deadline, its oldest slices', purged them all before), and 3 delays
+ *          after, both.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_learned_delay periodic|slices|sparse|share|ratchet DELAY_MS */
+ * Usage: test_learned_delay periodic|slices|sparse|share|ratchet|young DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -178,13 +184,58 @@ static int check_ratchet(long delay_ms) {
   return 0;
 }
 
+/* Sleep until `ms` after `t0` (CLOCK_MONOTONIC). */
+static void sleep_until(const struct timespec *t0, long ms) {
+  struct timespec at = {t0->tv_sec + ms / 1000, t0->tv_nsec + (ms % 1000) * 1000000L};
+  if (at.tv_nsec >= 1000000000L) {
+    at.tv_sec++;
+    at.tv_nsec -= 1000000000L;
+  }
+  while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &at, NULL) != 0) {
+  }
+}
+
+static int check_young(long delay_ms) {
+  enum { COUNT = 256, SIZE = 256 << 10 };
+  static char *blocks[COUNT];
+  long start = rss_kib(), half_kib[2] = {0, 0};
+  for (int i = 0; i < COUNT; i++) {
+    blocks[i] = malloc(SIZE);
+    if (blocks[i] == NULL) return fprintf(stderr, "FAIL young: malloc\n"), 1;
+    memset(blocks[i], 5, SIZE);
+    half_kib[((uintptr_t)blocks[i] >> 21) & 1] += SIZE >> 10;
+  }
+  struct timespec t0;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  for (int half = 0; half < 2; half++) {
+    if (half == 1) sleep_until(&t0, delay_ms * 7 / 10);
+    for (int i = 0; i < COUNT; i++)
+      if ((((uintptr_t)blocks[i] >> 21) & 1) == (uintptr_t)half) free(blocks[i]);
+  }
+  sleep_until(&t0, delay_ms * 13 / 10);
+  long between = rss_kib() - start;
+  sleep_until(&t0, delay_ms * 3);
+  long after = rss_kib() - start;
+  printf("young: KiB freed first %ld, later %ld; resident above the start 13/10 delays after the first frees "
+         "%ld, 3 delays after %ld\n", half_kib[0], half_kib[1], between, after);
+  if (half_kib[0] < (COUNT * (SIZE >> 10)) / 4 || half_kib[1] < (COUNT * (SIZE >> 10)) / 4)
+    return fprintf(stderr, "FAIL young: the blocks do not lie in both halves of their segments\n"), 1;
+  if (between < half_kib[1] * 3 / 4)
+    return fprintf(stderr, "FAIL young: the later frees were purged by the first ones' deadline\n"), 1;
+  if (between > half_kib[1] + half_kib[0] / 4)
+    return fprintf(stderr, "FAIL young: the first frees were not purged by their deadline\n"), 1;
+  if (after > (half_kib[0] + half_kib[1]) / 4)
+    return fprintf(stderr, "FAIL young: the later frees were not purged by their deadline\n"), 1;
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (dlsym(RTLD_DEFAULT, "hak_stats_get_sized") == NULL) {
     printf("skip: not running on hakmem\n");
     return 77;
   }
   if (argc != 3 || atol(argv[2]) <= 0) {
-    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet DELAY_MS\n");
+    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young DELAY_MS\n");
     return 2;
   }
   pthread_t t;
@@ -196,6 +247,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "sparse") == 0) return check_sparse(delay_ms);
   if (strcmp(argv[1], "share") == 0) return check_share(delay_ms);
   if (strcmp(argv[1], "ratchet") == 0) return check_ratchet(delay_ms);
-  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet DELAY_MS\n");
+  if (strcmp(argv[1], "young") == 0) return check_young(delay_ms);
+  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young DELAY_MS\n");
   return 2;
 }
