@@ -629,7 +629,7 @@ hak_segment *hak_segment_reclaim_one(void);
 bool hak_segment_reclaim(hak_segment *seg);
 void hak_heap_adopt(hak_heap *heap, hak_segment *seg);
 /* The collection: purge the free slices of every mapped segment (cached, abandoned, owned) whose delay has
- * passed; with `force`, also unmap every cached segment. Run by the purger, by maintenance passes (when a
+ * passed; with `force`, every waiting free slice, and unmap every cached segment. Run by the purger, by maintenance passes (when a
  * deadline is due) and by hak_collect. */
 void hak_segments_collect(bool force);
 /* Bytes of the free slices waiting for their purge, over all segments (resident pages where a trim

@@ -348,6 +348,10 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
   uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed), next_due = 0;
   if (dirty == 0 || (!force && (due == 0 || now_ms < due))) return;
   if (!force) dirty &= ~young_slices(seg, dirty, now_ms, &next_due);
+  if (dirty == 0) { /* all of them freed since (the oldest were taken again, or the delay grew) */
+    atomic_store_explicit(&seg->purge_due_ms, next_due, memory_order_relaxed);
+    return;
+  }
   bool learn = !force && !hak_purger_alone();
   if (learn) count_resident(seg, dirty);
   purge_slices(seg, dirty);
@@ -558,10 +562,10 @@ static uint64_t dirty_slices_of_class(const hak_segment *seg, unsigned cls) {
 /* A run of n free slices in one of the heap's segments, chosen so the new page adds as little resident
  * memory as it can: first slices that blocks of the same class left dirty (their touched pages line up
  * with the new blocks), then clean slices (never used, or purged), then any. In that last case, for
- * blocks larger than an OS page, the dirty part is purged first when the segment's purge is due (the
- * next maintenance pass would purge it anyway): the old blocks' touched pages would otherwise stay
- * resident between the new blocks' touched ones. Until the segment's deadline (set by the oldest of its
- * waiting slices) has passed, they are taken as they are: purged at once, vectors grown by realloc,
+ * blocks larger than an OS page, the run's dirty slices whose own deadline has come (young_slices) are
+ * purged first (the next maintenance pass would purge them anyway): the old blocks' touched pages would
+ * otherwise stay resident between the new blocks' touched ones. Slices freed since are taken as they
+ * are: purged at once, vectors grown by realloc,
  * whose blocks move up from class to class, had every page purged and faulted in again (1000 vectors
  * grown by 16 B to 256 KiB: 359 K page faults and 1.08 s against 83 K and 0.64 s;
  * docs/notes/2026-11-25-class-migration.md). */
@@ -582,7 +586,10 @@ static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned
         continue;
       }
       uint64_t stale = run_mask((unsigned)at, n) & seg->dirty_slices;
-      if (pass == 2 && stale && sparse && purge_is_due(seg)) purge_slices(seg, stale);
+      if (pass == 2 && stale && sparse && purge_is_due(seg)) {
+        uint64_t now = hak_clock_ms(), next_due;
+        purge_slices(seg, stale & ~young_slices(seg, stale, now, &next_due));
+      }
       hak_page *page = take_page(heap, seg, (unsigned)at, n, cls);
       pthread_mutex_unlock(&seg->slices_lock);
       return page;
@@ -810,12 +817,12 @@ void hak_segments_collect(bool force) {
   for (hak_segment *seg = segs.all; seg != NULL; seg = seg->all_next) {
     uint64_t due = atomic_load_explicit(&seg->purge_due_ms, memory_order_seq_cst);
     bool orphans = atomic_load_explicit(&seg->orphan_hint, memory_order_relaxed) != 0;
-    if (!orphans && (due == 0 || due > now)) { /* nothing due here: no lock */
+    if (!orphans && (due == 0 || (!force && due > now))) { /* nothing due here: no lock */
       if (due != 0 && (next_due == 0 || due < next_due)) next_due = due;
       continue;
     }
     if (pthread_mutex_trylock(&seg->slices_lock) == 0) {
-      purge_locked(seg, now, false);
+      purge_locked(seg, now, force); /* forced: every waiting slice, not only those whose deadline came */
       due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
       uint64_t orphans_due = orphans && (delay >= 0 || force) ? purge_orphans_locked(seg, now, delay, force || delay <= 0) : 0;
       if (orphans_due != 0 && (due == 0 || orphans_due < due)) due = orphans_due;
