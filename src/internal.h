@@ -187,12 +187,14 @@ typedef struct hak_page {
   uint32_t capacity;        /* blocks carved so far */
   uint32_t used_at_flush;   /* `used` at that flush: local frees = allocs - (used - used_at_flush) */
   uint8_t in_full;          /* in the heap's full list */
-  uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping */
-  uint8_t is_empty_listed;  /* counted in heap->empty_slices */
+  uint8_t is_head;          /* first page of its queue: becoming empty needs no bookkeeping (small
+                               classes; medium ones once their emptied first page is kept: heap.c) */
+  uint8_t is_empty_listed;  /* counted in heap->empty_slices (1), or heap->empty_head_bytes (2) */
   uint8_t found_exhausted;  /* a page scan found no free block in it and left it at the queue's back */
   uint32_t empty_since;     /* heap->slow_events when the page last became empty */
   /* The owner's free takes its fast path only while `used` is above this: 1 normally, 0 for the first
-   * page of its queue (it may become empty without bookkeeping), UINT32_MAX in the full list. One compare
+   * page of its queue (it may become empty without bookkeeping: small classes, and medium ones once
+   * listed empty), UINT32_MAX in the full list. One compare
    * in free instead of three tests; kept by hak_page_set_head and hak_page_set_full. A descriptor not in
    * use has `used` 0, which is above nothing, whatever this holds (a fresh segment's zeroes included). */
   uint32_t free_fast_above;
@@ -219,9 +221,11 @@ typedef struct hak_page {
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
 /* The only writers of page->is_head and page->in_full (outside the zeroes of a fresh segment, where
- * `used` is 0 too): they keep free_fast_above in step. */
+ * `used` is 0 too), with heap.c's note_empty and unnote_empty: they keep free_fast_above in step. */
 static inline void hak_page_update_fast_above(hak_page *page) {
-  page->free_fast_above = page->in_full || page->fresh ? UINT32_MAX : page->is_head ? 0u : 1u;
+  page->free_fast_above = page->in_full || page->fresh ? UINT32_MAX
+                          : page->is_head && (page->size_class <= HAK_DIRECT_CLASS_MAX || page->is_empty_listed) ? 0u
+                                                                                                            : 1u;
 }
 /* A block other than a fresh one goes on the page's `free` (or will): the page is no longer fresh. */
 static inline void hak_page_clear_fresh(hak_page *page) {
@@ -355,6 +359,12 @@ struct hak_heap {
   hak_page_queue full[HAK_CLASS_COUNT];
   uint64_t empty_classes;              /* classes with empty pages kept in their queue */
   uint32_t empty_slices;               /* slices of the empty pages kept in their queues */
+  uint32_t empty_head_bytes;           /* what the medium classes' first pages kept empty hold (heap.c) */
+  uint32_t empty_head_noted[HAK_CLASS_COUNT]; /* each one's share of that, as counted when it emptied */
+  uint64_t heads_retired;              /* medium classes whose emptied first page retired, not taken again yet */
+  uint64_t hot_heads;                  /* medium classes that took a page soon after retiring their first one */
+  uint32_t head_ms[HAK_CLASS_COUNT];   /* when (hak_clock_ms, low half) each one last retired it, or took a
+                                          page after that */
   uint32_t slow_events;                /* slow-path visits, the heap's clock for page retirement */
   uint32_t next_maintenance;           /* slow_events value of the next maintenance pass */
   uint32_t counts_folded_at;           /* slow_events when a pass last folded every page's counts */

@@ -6,20 +6,27 @@
  * With `mlock`, the program first locks its memory (mlockall(MCL_CURRENT | MCL_FUTURE)), after which the
  * kernel populates every new writable mapping whole: a segment mapped writable for each thread cost 4 MiB
  * per thread (glibc about 84 KiB, its 64 KiB stack included).
- * Usage: thread_footprint [threads] [max_kib_per_thread] [mlock]   (defaults 400, 0 = only print). Exit
- * status 0 when the growth per thread is at most the limit, 77 when mlockall is not allowed. */
+ * With `medium`, each thread instead writes and frees one block of each of 10 medium sizes, 16-384 KiB,
+ * in 3 rounds 10 ms apart, then waits idle; the main thread reads its RSS a second later (the purge delay
+ * and then some): a thread's emptied first pages of those classes, which it kept for good, cost 1.4 MiB
+ * per thread (src/heap.c, EMPTY_HEAD_BYTES). `medium-burst`: the same rounds with no pause between them.
+ * Usage: thread_footprint [threads] [max_kib_per_thread] [mlock|medium|medium-burst]   (defaults 400, 0 =
+ * only print).
+ * Exit status 0 when the growth per thread is at most the limit, 77 when mlockall is not allowed. */
 #define _GNU_SOURCE
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <time.h>
 
 #include "process_memory.h"
 
 enum { CLASSES = 8 };
 
 static pthread_barrier_t all_allocated, may_free;
+static long round_gap_ms = 10;
 
 static void *hold_blocks(void *arg) {
   void *block[CLASSES];
@@ -45,12 +52,45 @@ static void *hold_blocks(void *arg) {
   return arg;
 }
 
+enum { MEDIUM_SIZES = 10, MEDIUM_ROUNDS = 3 };
+
+static void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0) {
+  }
+}
+
+/* Rounds of medium blocks, then idle until the main thread has read its RSS. */
+static void *use_medium_classes(void *arg) {
+  static const size_t sizes[MEDIUM_SIZES] = {16 << 10, 24 << 10, 32 << 10, 48 << 10, 64 << 10,
+                                             96 << 10, 128 << 10, 192 << 10, 256 << 10, 384 << 10};
+  for (int round = 0; round < MEDIUM_ROUNDS; round++) {
+    if (round > 0 && round_gap_ms > 0) sleep_ms(round_gap_ms);
+    for (int i = 0; i < MEDIUM_SIZES; i++) {
+      unsigned char *block = malloc(sizes[i]);
+      if (block == NULL) {
+        fprintf(stderr, "FAIL: malloc(%zu) in a thread\n", sizes[i]);
+        exit(1);
+      }
+      memset(block, 0x5a, sizes[i]);
+      if (block[sizes[i] / 2] != 0x5a) exit(1);
+      free(block);
+    }
+  }
+  pthread_barrier_wait(&all_allocated);
+  pthread_barrier_wait(&may_free);
+  return arg;
+}
+
 int main(int argc, char **argv) {
   int threads = argc > 1 ? atoi(argv[1]) : 400;
   long limit_kib = argc > 2 ? atol(argv[2]) : 0;
   bool lock = argc > 3 && strcmp(argv[3], "mlock") == 0;
-  if (threads < 1 || threads > 10000 || limit_kib < 0 || (argc > 3 && !lock)) {
-    fprintf(stderr, "usage: thread_footprint [threads 1-10000] [max_kib_per_thread] [mlock]\n");
+  bool burst = argc > 3 && strcmp(argv[3], "medium-burst") == 0;
+  bool medium = burst || (argc > 3 && strcmp(argv[3], "medium") == 0);
+  if (burst) round_gap_ms = 0;
+  if (threads < 1 || threads > 10000 || limit_kib < 0 || (argc > 3 && !lock && !medium)) {
+    fprintf(stderr, "usage: thread_footprint [threads 1-10000] [max_kib_per_thread] [mlock|medium|medium-burst]\n");
     return 2;
   }
   if (lock && mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
@@ -66,12 +106,13 @@ int main(int argc, char **argv) {
   pthread_attr_setstacksize(&attr, 64 << 10);
   long before = rss_kib();
   for (int i = 0; i < threads; i++) {
-    if (pthread_create(&tid[i], &attr, hold_blocks, NULL) != 0) {
+    if (pthread_create(&tid[i], &attr, medium ? use_medium_classes : hold_blocks, NULL) != 0) {
       fprintf(stderr, "FAIL: pthread_create %d\n", i);
       return 1;
     }
   }
   pthread_barrier_wait(&all_allocated);
+  if (medium) sleep_ms(1000);
   long during = rss_kib();
   pthread_barrier_wait(&may_free);
   for (int i = 0; i < threads; i++) pthread_join(tid[i], NULL);
@@ -79,7 +120,8 @@ int main(int argc, char **argv) {
   if (before < 0 || during < 0) return fprintf(stderr, "FAIL: RSS unreadable\n"), 1;
   double per_thread = (double)(during - before) / threads;
   printf("thread_footprint: %d threads%s, rss %ld -> %ld KiB, %.1f KiB per thread (limit %ld)\n", threads,
-         lock ? " under mlockall" : "", before,
+         lock ? " under mlockall" : burst ? " idle after a burst of medium blocks" : medium ? " idle after medium blocks" : "",
+         before,
          during, per_thread, limit_kib);
   if (limit_kib > 0 && per_thread > (double)limit_kib) {
     fprintf(stderr, "FAIL: %.1f KiB per thread, over %ld\n", per_thread, limit_kib);
