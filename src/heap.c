@@ -28,7 +28,9 @@
  * take a page from its segment and give it back at every malloc and free. For small classes (class
  * caches; pages of 64-256 KiB) always. For medium classes (pages up to 31 slices, blocks up to 512 KiB)
  * only up to EMPTY_HEAD_BYTES of what such pages hold resident (head_bytes), one page at least: past
- * that an emptied first page retires like any other, and the purger returns it while the thread sleeps.
+ * that an emptied first page retires like any other, and the purger returns it while the thread sleeps
+ * (where it covers idle programs: not with a purge delay of 0). Every pass looks at the pages kept, and a
+ * forced one (malloc_trim) retires them.
  * Before, a thread that had used ten medium classes kept one block of each for good once idle: 1.4 MiB
  * per thread, 0.34 now (rounds 10 ms apart; glibc 0.13, jemalloc 0.23, tcmalloc 0.45, mimalloc 0.83:
  * `thread_footprint 64 0 medium`, docs/notes/2026-11-26-medium-first-pages.md). A class that takes a
@@ -194,7 +196,7 @@ static void heap_reset(hak_heap *heap) {
   heap->empty_classes = 0;
   heap->empty_slices = 0;
   heap->empty_head_bytes = 0;
-  heap->heads_retired = heap->hot_heads = 0;
+  heap->kept_heads = heap->heads_retired = heap->hot_heads = 0;
   heap->slow_events = 0;
   heap->next_maintenance = 0;
   heap->counts_folded_at = 0;
@@ -298,9 +300,11 @@ static bool head_is_hot(const hak_heap *heap, unsigned cls) {
 static void note_empty(hak_heap *heap, hak_page *page) {
   if (page->is_empty_listed) return;
   page->empty_since = heap->slow_events;
-  heap->empty_classes |= (uint64_t)1 << page->size_class;
-  if (page->is_head) { /* a medium class's first page: its emptying frees take the fast path again */
+  if (page->is_head && page->size_class > HAK_DIRECT_CLASS_MAX) {
+    /* a medium class's first page (its emptying frees take the fast path again), looked at by every
+     * pass (check_kept_heads) */
     page->is_empty_listed = EMPTY_HEAD;
+    heap->kept_heads |= (uint64_t)1 << page->size_class;
     heap->empty_head_noted[page->size_class] = head_bytes(page);
     heap->empty_head_bytes += heap->empty_head_noted[page->size_class];
     hak_page_update_fast_above(page);
@@ -308,12 +312,17 @@ static void note_empty(hak_heap *heap, hak_page *page) {
   }
   page->is_empty_listed = 1;
   heap->empty_slices += page->slice_count;
+  heap->empty_classes |= (uint64_t)1 << page->size_class;
 }
 
 static void unnote_empty(hak_heap *heap, hak_page *page) {
   if (!page->is_empty_listed) return;
-  if (page->is_empty_listed == EMPTY_HEAD) heap->empty_head_bytes -= heap->empty_head_noted[page->size_class];
-  else heap->empty_slices -= page->slice_count;
+  if (page->is_empty_listed == EMPTY_HEAD) {
+    heap->empty_head_bytes -= heap->empty_head_noted[page->size_class];
+    heap->kept_heads &= ~((uint64_t)1 << page->size_class);
+  } else {
+    heap->empty_slices -= page->slice_count;
+  }
   page->is_empty_listed = 0;
   hak_page_update_fast_above(page);
 }
@@ -350,6 +359,17 @@ static void retire_empty_pages(hak_heap *heap, uint32_t age, bool all) {
   }
 }
 
+/* The first pages of medium classes kept empty (EMPTY_HEAD_BYTES): those in use again leave the count;
+ * with `all` (a forced collection), those still empty retire. */
+static void check_kept_heads(hak_heap *heap, bool all) {
+  for (uint64_t classes = heap->kept_heads; classes != 0; classes &= classes - 1) {
+    hak_page *page = heap->pages[__builtin_ctzll(classes)].first; /* a page stops being first unlisted */
+    hak_page_collect(heap, page);
+    if (page->used != 0) unnote_empty(heap, page);
+    else if (all) retire_page(heap, page);
+  }
+}
+
 /* Whether enough slow-path events passed since the last maintenance for the next one to run. */
 static bool maintenance_due(const hak_heap *heap) {
   return (int32_t)(heap->slow_events - heap->next_maintenance) >= 0;
@@ -383,6 +403,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
    * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
   uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_KEPT ? AUTO_INTERVAL_MIN : (uint32_t)interval;
   if (heap->empty_slices) retire_empty_pages(heap, age, force);
+  if (heap->kept_heads) check_kept_heads(heap, force);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
    * slow paths, since it walks every page and a pass may come every AUTO_INTERVAL_MIN */
   if (heap->slow_events - heap->counts_folded_at >= COUNTS_FOLD_EVENTS) {
@@ -667,17 +688,14 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 
 /* ---- Free slow path ------------------------------------------------------------------------------ */
 
-/* Whether a page emptied now should retire at once: with HAKMEM_PURGE_DELAY_MS=0, or once the purger
- * (or a lone program's trims) covers an idle program (see below). */
-static bool retire_may_help(void) {
-  return hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0 || hak_purger_covers_idle();
-}
-
 /* The owner's free emptied the first page of medium class `cls`, not kept yet (see EMPTY_HEAD_BYTES): keep
  * it, or retire it. Neither counts as a slow-path event: the heap's passes keep their pace. */
 static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {
   uint32_t others = heap->empty_head_bytes - (page->is_empty_listed == EMPTY_HEAD ? heap->empty_head_noted[cls] : 0);
-  if (others == 0 || others + head_bytes(page) <= EMPTY_HEAD_BYTES || head_is_hot(heap, cls) || !retire_may_help()) {
+  /* not with a purge delay of 0 (hak_purger_covers_idle is false then): each retirement would purge the
+   * page at once, and its next use fault it in again (a review: rounds 10 ms apart, 77 -> 653 us) */
+  if (others == 0 || others + head_bytes(page) <= EMPTY_HEAD_BYTES || head_is_hot(heap, cls) ||
+      !hak_purger_covers_idle()) {
     note_empty(heap, page);
     return;
   }
@@ -722,7 +740,8 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
      * queue of a few blocks empties and refills would otherwise go through its segment each time (with a
      * delay of 0, purged and faulted in again: a review measured 8.4 -> 560 ns per step, 8,334 madvise
      * calls) */
-    if (heap->empty_slices + page->slice_count >= EMPTY_SLICES_KEPT && retire_may_help()) {
+    if (heap->empty_slices + page->slice_count >= EMPTY_SLICES_KEPT &&
+        (hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0 || hak_purger_covers_idle())) {
       hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
       retire_page(heap, page);
       return;

@@ -361,6 +361,7 @@ struct hak_heap {
   uint32_t empty_slices;               /* slices of the empty pages kept in their queues */
   uint32_t empty_head_bytes;           /* what the medium classes' first pages kept empty hold (heap.c) */
   uint32_t empty_head_noted[HAK_CLASS_COUNT]; /* each one's share of that, as counted when it emptied */
+  uint64_t kept_heads;                 /* the classes of those pages */
   uint64_t heads_retired;              /* medium classes whose emptied first page retired, not taken again yet */
   uint64_t hot_heads;                  /* medium classes that took a page soon after retiring their first one */
   uint32_t head_ms[HAK_CLASS_COUNT];   /* when (hak_clock_ms, low half) each one last retired it, or took a

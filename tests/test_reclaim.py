@@ -3,7 +3,7 @@ other destructors allocate late, heaps of threads whose first allocation comes i
 destructors, and what those destructors allocated, freed by another thread, an
 exited thread's blocks freed by others and reclaimed by malloc_trim in a thread that never allocated, a
 256 MiB working set freed and allocated again without new mappings, a burst of frees given back at once
-with HAKMEM_PURGE_DELAY_MS=0 (and a queue that empties one page again and again not purged each time), pages emptied only by remote frees, released by malloc_trim, and the
+with HAKMEM_PURGE_DELAY_MS=0 (and a queue that empties one page again and again not purged each time), pages emptied only by remote frees, released by malloc_trim (and the emptied first pages of medium classes), and the
 resident memory of churning sets of medium and of large blocks, vectors grown by realloc whose classes
 take each other's slices without purging them, the unused tail of a reused large
 mapping, the purge of a cached one no request fits, maintenance for a thread whose hot loop never takes
@@ -22,7 +22,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
+@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "trim-first-pages", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
                                   "deadline", "asleep", "sleeper", "orphaned", "batched", "calloc", "fork-inherited",
                                   "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):

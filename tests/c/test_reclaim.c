@@ -5,6 +5,8 @@
  *           back through sweeps (as the heap pool grows, and at malloc_trim);
  *   trim:   pages emptied only by remote frees, never looked at by their owner again, must be released by
  *           malloc_trim / hak_collect(true);
+ *   trim-first-pages: blocks of three medium classes written and freed, each class's first page left
+ *           empty (which a heap keeps): malloc_trim gives them back;
  *   medium: blocks of 8..32 KiB replaced at random, touched at both ends (the lab's mid_large_mt): pages of
  *           one class must not land on slices another class left dirty, where the old blocks' touched
  *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3);
@@ -68,7 +70,7 @@
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|round4|trim|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
+ * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
  *        orphaned|batched|calloc|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
@@ -433,6 +435,33 @@ static double rss_mib(void) {
   if (f == NULL || fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
   if (f) fclose(f);
   return (double)resident * 4096.0 / (1024.0 * 1024.0);
+}
+
+/* ---- trim-first-pages: malloc_trim gives back the emptied first pages of medium classes ----------- */
+
+static int check_trim_first_pages(void) {
+  static const size_t size[] = {24 << 10, 200000, 300000};
+  static const int count[] = {20, 1, 3};
+  char *block[20];
+  double start = rss_mib(), written = 0;
+  for (int k = 0; k < 3; k++) {
+    for (int i = 0; i < count[k]; i++) {
+      block[i] = malloc(size[k]);
+      memset(block[i], 7, size[k]);
+    }
+    for (int i = 0; i < count[k]; i++) free(block[i]);
+    written += (double)size[k] * count[k] / (1024.0 * 1024.0);
+  }
+  double freed = rss_mib();
+  malloc_trim(0);
+  double trimmed = rss_mib();
+  printf("trim-first-pages: %.2f MiB written and freed in 3 classes: resident above the start %.2f MiB, "
+         "%.2f after malloc_trim\n", written, freed - start, trimmed - start);
+  if (trimmed - start > written / 4) {
+    fprintf(stderr, "FAIL trim-first-pages: malloc_trim kept the classes' emptied first pages\n");
+    return 1;
+  }
+  return 0;
 }
 
 static int check_medium(void) {
@@ -1548,6 +1577,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "at-once") == 0) return check_at_once();
   if (argc == 2 && strcmp(argv[1], "at-once-queue") == 0) return check_at_once_queue();
   if (argc == 2 && strcmp(argv[1], "trim") == 0) return check_trim();
+  if (argc == 2 && strcmp(argv[1], "trim-first-pages") == 0) return check_trim_first_pages();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "regrow") == 0) return check_regrow();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
@@ -1572,7 +1602,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
-  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|calloc|fork-inherited|fork-inherited-threads|refused|\n"
+  fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|trim-first-pages|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|calloc|fork-inherited|fork-inherited-threads|refused|\n"
           "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
   return 2;
 }
