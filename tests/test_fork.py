@@ -1,7 +1,8 @@
 """tests/test_fork.py — fork() while threads allocate (owner: tests suite).
 
 Runs build/tests/test_fork (children that allocate, start threads, fork again, exit or exec /bin/true or
-themselves) on glibc and on hakmem (linked, preloaded, hardened build). With HAKMEM_STATS=1 every hakmem
+themselves) on glibc and on hakmem (linked, preloaded, hardened build), and build/tests/fork_chains (forks
+while other threads' remote frees wait in chains). With HAKMEM_STATS=1 every hakmem
 process prints its statistics at exit, so the exec'ed copies of the program show up on stderr too.
 """
 import re
@@ -111,3 +112,14 @@ def test_fork_with_an_earlier_prepare_handler(run_hakmem, tmp_path, lib):
     except subprocess.TimeoutExpired:
         pytest.fail("fork hung: the earlier prepare handler waited on a lock hakmem's prepare handler held")
     assert proc.returncode == 0 and "forked ok" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fork_while_remote_frees_wait_in_chains(run_program, variant):
+    """A producer thread allocates small blocks that two other threads free, while the main thread forks
+    1000 times: every child frees and allocates and exits 0. A child used to send a chain that its
+    thread had been writing at the fork, half written ("double free detected of 0x0": 23 of 2000
+    children)."""
+    proc = run_program("fork_chains", variant, args=["1000"], timeout=300)
+    assert proc.returncode == 0, describe(proc)
+    assert "fork_chains: 1000 forks, 0 failed" in proc.stdout, describe(proc)
