@@ -1,5 +1,6 @@
-/* process_memory.h — what the memory tests read of their own process (resident memory, threads) and the
- * bursts of large and small blocks they free (test_reclaim.c, test_one_thread.c, thread_footprint.c).
+/* process_memory.h — what the memory tests read of their own process (resident memory, threads), the
+ * bursts of large and small blocks they free, and their sleeps (test_reclaim.c, test_one_thread.c,
+ * thread_footprint.c, test_learned_delay.c, test_region_upkeep.c).
  * Header-only: static inline functions, since an includer may use only some. The readers allocate
  * nothing. */
 #ifndef PROCESS_MEMORY_H
@@ -13,6 +14,13 @@
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
+
+/* Sleep `ms` milliseconds, the whole of them (resumed after a signal). */
+static inline void sleep_ms(long ms) {
+  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
+  while (nanosleep(&t, &t) != 0) {
+  }
+}
 
 static inline long rss_kib(void) {
   /* thread-self: once the main thread has left through pthread_exit, /proc/self/statm reads zeroes; no

@@ -46,11 +46,6 @@ static long minor_faults(void) {
   return u.ru_minflt;
 }
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 /* `rounds` rounds of 64 MiB in `count` blocks written and freed, `period_ms` apart; the page faults of
  * each round, and the resident KiB read just before each round's mallocs. */
 static int rounds_of(int rounds, long period_ms, int count, long *faults, long *rss_before) {

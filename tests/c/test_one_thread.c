@@ -56,11 +56,6 @@
 
 enum { BUDGET_KIB = 32 << 10, SMALL = SMALL_BURST };
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 /* Allocate `size` bytes, write them and free them; 0 on success. */
 static int touch_and_free(size_t size) {
   char *p = malloc(size);

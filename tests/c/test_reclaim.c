@@ -947,11 +947,6 @@ static int check_idle(void) {
 #define DEADLINE_BLOCKS 1536 /* 256-byte blocks: six or more one-slice pages of their class */
 static void *deadline_block[DEADLINE_BLOCKS];
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&t, NULL);
-}
-
 /* Fill the class's pages, or free them all. With HAKMEM_DRAIN_INTERVAL=1 a maintenance pass runs each
  * time a page becomes empty, and it hands back the pages emptied before (their slices stay dirty until
  * the purge delay has passed). */

@@ -83,11 +83,6 @@ static void must_free(struct hak_region *r) {
   REQUIRE(rc == 0, "hak_region_free(%p) = %d", r->ptr, rc);
 }
 
-static void sleep_ms(long ms) {
-  struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
-  nanosleep(&ts, NULL);
-}
-
 /* Wait up to `ms` for class c to hold no dirty region. */
 static bool wait_clean(uint32_t c, int ms) {
   for (int t = 0; t <= ms; t += 5) {

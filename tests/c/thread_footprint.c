@@ -54,12 +54,6 @@ static void *hold_blocks(void *arg) {
 
 enum { MEDIUM_SIZES = 10, MEDIUM_ROUNDS = 3 };
 
-static void sleep_ms(long ms) {
-  struct timespec t = {ms / 1000, (ms % 1000) * 1000000L};
-  while (nanosleep(&t, &t) != 0) {
-  }
-}
-
 /* Rounds of medium blocks, then idle until the main thread has read its RSS. */
 static void *use_medium_classes(void *arg) {
   static const size_t sizes[MEDIUM_SIZES] = {16 << 10, 24 << 10, 32 << 10, 48 << 10, 64 << 10,
