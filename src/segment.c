@@ -461,13 +461,6 @@ static uint64_t purge_due_of(const hak_segment *seg) {
   return atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
 }
 
-/* Whether the segment's dirty free slices have waited out the purge delay (never with
- * HAKMEM_PURGE_DELAY_MS=-1, which sets no deadline). */
-static bool purge_is_due(const hak_segment *seg) {
-  uint64_t due = purge_due_of(seg);
-  return due != 0 && hak_clock_ms() >= due;
-}
-
 /* A page takes back `purged` slices, which their deadline purged, and `kept` ones, dirty and not purged
  * since (slices_lock held): the slices' delay learns from them (purge_delay.c), purged ones by the pages
  * they held resident, kept ones whole. The clock is read only when there is something to learn: purged
@@ -586,8 +579,10 @@ static hak_page *page_from_owned_segments(hak_heap *heap, unsigned cls, unsigned
         continue;
       }
       uint64_t stale = run_mask((unsigned)at, n) & seg->dirty_slices;
-      if (pass == 2 && stale && sparse && purge_is_due(seg)) {
-        uint64_t now = hak_clock_ms(), next_due;
+      /* once the segment's deadline has passed (none is set with HAKMEM_PURGE_DELAY_MS=-1) */
+      uint64_t due = purge_due_of(seg), now;
+      if (pass == 2 && stale && sparse && due != 0 && (now = hak_clock_ms()) >= due) {
+        uint64_t next_due;
         purge_slices(seg, stale & ~young_slices(seg, stale, now, &next_due));
       }
       hak_page *page = take_page(heap, seg, (unsigned)at, n, cls);
