@@ -36,10 +36,14 @@
  * `thread_footprint 64 0 medium`, docs/notes/2026-11-26-medium-first-pages.md). A class that takes a
  * page again within HOT_HEAD_GAP_MS of retiring its first one keeps it whenever it empties in the next
  * HOT_HEAD_KEEP_MS: without that, a loop over more classes than the bytes cover paid a retirement and a
- * new page at every turn (six classes of 2-64 KiB, 340 ns a round instead of 44). So a thread that goes
- * idle right after a burst of rounds keeps its first pages, and a little more than before (1.7 MiB per
- * thread, the slices of the first retirements taken by other classes: `medium-burst`). */
+ * new page at every turn (six classes of 2-64 KiB, 340 ns a round instead of 44). Hot classes keep theirs
+ * up to HOT_HEAD_BYTES (counted as head_bytes does, at least), where they kept them whole: a thread that
+ * goes idle right after a burst of rounds held 1.7 MiB with one block of each of ten sizes (16-384 KiB)
+ * a round, 6.0-6.5 with four, 12 with twelve; now 1.3, 3.9-4.8 and 3.6-5.0, the rest mostly an empty page
+ * waiting under EMPTY_SLICES_KEPT (`thread_footprint 32 0 medium-burst 4`: jemalloc 1.0, tcmalloc 1.7,
+ * mimalloc 2.8; docs/notes/2026-11-26-hot-first-pages.md). */
 #define EMPTY_HEAD_BYTES ((uint32_t)256 << 10)
+#define HOT_HEAD_BYTES ((uint32_t)1 << 20)
 #define HOT_HEAD_GAP_MS 4u /* hak_clock_ms is coarse: 4 to 8 ms with the kernel's usual 4 ms tick */
 #define HOT_HEAD_KEEP_MS 1000u
 #define EMPTY_HEAD 2 /* page->is_empty_listed of a medium class's first page, counted in empty_head_bytes */
@@ -285,14 +289,18 @@ hak_heap *hak_heap_for_counting(void) {
 static void rescue_full_pages(hak_heap *heap, unsigned cls);
 
 /* What an empty first page of a medium class holds resident, at least: the blocks it surely handed out
- * (it carves its next hak_page_extend_count blocks only once all those before are in use). */
+ * (it carves its next hak_page_extend_count blocks only once all those before are in use): all but its
+ * last extension, and one of that. The last one is shorter at the page's end: counted as a whole
+ * extension, eight blocks of 384 KiB (capacity 5, extensions of 4) counted 768 KiB of their 1.9 MiB. */
 static uint32_t head_bytes(const hak_page *page) {
-  uint32_t next = hak_page_extend_count(page);
-  return (page->capacity > next ? page->capacity - next + 1 : 1) * page->block_size;
+  uint32_t n = hak_page_extend_count(page), capacity = page->capacity, bs = page->block_size;
+  uint32_t first = bs <= HAK_OS_PAGE ? (uint32_t)(HAK_OS_PAGE / bs) : n; /* as hak_page_extend_count */
+  uint32_t last = capacity <= first ? capacity : (capacity - first - 1) % n + 1;
+  return (capacity > last ? capacity - last + 1 : 1) * bs;
 }
 
 /* Whether medium class `cls` took a page within HOT_HEAD_GAP_MS of retiring its first one, in the last
- * HOT_HEAD_KEEP_MS: then it keeps its first page when it empties. */
+ * HOT_HEAD_KEEP_MS: then it keeps its first page when it empties (up to HOT_HEAD_BYTES). */
 static bool head_is_hot(const hak_heap *heap, unsigned cls) {
   return (heap->hot_heads & ((uint64_t)1 << cls)) && (uint32_t)hak_clock_ms() - heap->head_ms[cls] < HOT_HEAD_KEEP_MS;
 }
@@ -696,7 +704,8 @@ static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {
   uint32_t others = heap->empty_head_bytes - (page->is_empty_listed == EMPTY_HEAD ? heap->empty_head_noted[cls] : 0);
   /* not with a purge delay of 0 (hak_purger_covers_idle is false then): each retirement would purge the
    * page at once, and its next use fault it in again (a review: rounds 10 ms apart, 77 -> 653 us) */
-  if (others == 0 || others + head_bytes(page) <= EMPTY_HEAD_BYTES || head_is_hot(heap, cls) ||
+  uint32_t kept = others + head_bytes(page);
+  if (others == 0 || kept <= EMPTY_HEAD_BYTES || (kept <= HOT_HEAD_BYTES && head_is_hot(heap, cls)) ||
       !hak_purger_covers_idle()) {
     note_empty(heap, page);
     return;

@@ -50,3 +50,21 @@ def test_idle_threads_give_back_their_medium_first_pages(run_program, variant):
     assert "idle after medium blocks" in proc.stdout, describe(proc)
     per_thread = float(re.search(r"([\d.]+) KiB per thread", proc.stdout).group(1))
     assert 4 < per_thread <= MEDIUM_LIMIT_KIB, describe(proc)
+
+
+
+BURST_LIMIT_KIB = 5632
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_idle_threads_after_a_burst_keep_a_bounded_part(run_program, variant):
+    """32 threads each write 4 blocks of a medium size at once and free them, for 10 sizes (16-384 KiB),
+    in 3 rounds back to back, then sleep. The classes are hot (they took a page again right after retiring
+    their first one) and kept their first pages whole: 6.0-6.5 MiB a thread (12 MiB with 12 blocks of a
+    size); now only up to HOT_HEAD_BYTES of them: 3.9-4.8 MiB (jemalloc 1.0, tcmalloc 1.7, mimalloc 2.8)."""
+    proc = run_program("thread_footprint", variant, args=("32", str(BURST_LIMIT_KIB), "medium-burst", "4"),
+                       timeout=60)
+    assert proc.returncode == 0, describe(proc)
+    assert "idle after a burst of medium blocks (4 of a size at once)" in proc.stdout, describe(proc)
+    per_thread = float(re.search(r"([\d.]+) KiB per thread", proc.stdout).group(1))
+    assert 4 < per_thread <= BURST_LIMIT_KIB, describe(proc)
