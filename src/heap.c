@@ -785,7 +785,7 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
     hak_page_set_full(page, false);
     page->is_empty_listed = 0;
     page->found_exhausted = 0; /* a new owner's first scan gives it the second chance again */
-    if (hak_page_clear_full_state(page) == REMOTE_PURGED) { /* abandon_queue retires those: not expected */
+    if (hak_page_clear_full_state(page) == REMOTE_PURGED) { /* other threads freed its blocks after its owner exited */
       retire_purged_page(heap, page, NULL);
       continue;
     }
@@ -799,11 +799,14 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
   }
 }
 
-static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
+/* Whether a page left with live blocks was emptied by other threads meanwhile (orphaned pages: the
+ * caller asks for the collection). */
+static bool abandon_queue(hak_heap *heap, hak_page_queue *q) {
+  bool orphans = false;
   hak_page *page = q->first;
   while (page != NULL) {
     hak_page *next = page->next;
-    /* out of the full state first: the collection takes only full pages */
+    /* out of the full state first, so that the collection does not take it while this thread collects */
     bool purged = hak_page_clear_full_state(page) == REMOTE_PURGED;
     if (!purged) hak_page_collect(heap, page);
     hak_page_set_full(page, false);
@@ -813,9 +816,11 @@ static void abandon_queue(hak_heap *heap, hak_page_queue *q) {
     hak_page_set_head(page, false);
     if (purged) retire_purged_page(heap, page, NULL);
     else if (page->used == 0) hak_segment_page_free(NULL, page);
+    else orphans |= hak_page_abandon_state(hak_segment_of(page), page); /* other threads may free the rest */
     page = next;
   }
   q->first = q->last = NULL;
+  return orphans;
 }
 
 /* Give back what `heap` holds: its lists and empty pages and segments; segments with live blocks are
@@ -824,10 +829,12 @@ static void heap_retire(hak_heap *heap) {
   hak_remote_batches_flush(heap); /* first: a chain may be bound for this heap's own pages */
   hak_class_cache_drain(heap, false);
   hak_class_cache_fold(heap);
+  bool orphans = false;
   for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) {
-    abandon_queue(heap, &heap->pages[c]);
-    abandon_queue(heap, &heap->full[c]);
+    orphans |= abandon_queue(heap, &heap->pages[c]);
+    orphans |= abandon_queue(heap, &heap->full[c]);
   }
+  if (orphans) hak_segments_orphan_due();
   hak_segment *seg = heap->segments;
   while (seg != NULL) {
     hak_segment *next = seg->next;

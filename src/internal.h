@@ -218,6 +218,10 @@ typedef struct hak_page {
   uintptr_t canary_key;     /* hardened builds: canary key, from a secret of its own (see secure.c) */
   /* Line 3, written by other threads: the remote list. */
   _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
+  /* In the full state: the remote count at which other threads have freed every live block of the page,
+   * `reserved` while its owner holds it full, its live blocks once its owner exited (segment.c, orphaned
+   * pages). Set before the CAS that enters the state. */
+  _Atomic uint32_t orphan_target;
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
 /* The only writers of page->is_head and page->in_full (outside the zeroes of a fresh segment, where
@@ -609,6 +613,10 @@ void hak_remote_batches_flush(hak_heap *heap);
 void hak_remote_batches_flush_frozen(hak_heap *frozen, hak_heap *self);
 uint64_t hak_orphan_remote_frees(void);
 bool hak_page_set_full_state(hak_page *page);
+/* The exiting owner leaves `page` of `seg`, its remote frees collected and `used` blocks live, in the full
+ * state with those blocks as its orphan target; true when other threads have freed them all already (the
+ * caller then asks for the collection: hak_segments_orphan_due). */
+bool hak_page_abandon_state(hak_segment *seg, hak_page *page);
 /* The page leaves the full state (REMOTE_NORMAL, its remote list kept); returns the state it had. */
 uintptr_t hak_page_clear_full_state(hak_page *page);
 

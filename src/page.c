@@ -173,8 +173,8 @@ static void push_chain(hak_heap *heap, hak_segment *seg, hak_page *page, hak_blo
     return;
   }
   uint64_t class_bit = (uint64_t)1 << page->size_class;
-  uintptr_t full_count = (uintptr_t)page->reserved << HAK_REMOTE_COUNT_SHIFT;
-  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed), state, next;
+  /* acquire: a full state read here comes with its orphan target */
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_acquire), state, next;
   bool empties;
   do {
     state = old & REMOTE_STATE_MASK;
@@ -182,12 +182,14 @@ static void push_chain(hak_heap *heap, hak_segment *seg, hak_page *page, hak_blo
     if (unlikely(first == head || state == REMOTE_PURGED)) hak_fatal("double free detected of", first, page->size_class);
     hak_next_encode(page, last, head);
     next = hak_remote_word(first, hak_remote_count(old) + n, state == REMOTE_FULL ? REMOTE_NOTIFIED : state);
-    /* A full page holds no free block: this chain holds its last blocks when the list holds all the
-     * others (while one of its blocks waits in the owner's class cache or in a thread's batch, the count
-     * never gets there). Noted before the CAS, after which the segment may go. */
-    empties = state != REMOTE_NORMAL && (next & ~HAK_REMOTE_LOW_MASK) == full_count;
+    /* A full page's live blocks are all out (its owner's free blocks do not count: an exited owner's
+     * target says so): this chain holds the last of them when the list holds all the others (while one
+     * waits in the owner's class cache or in a thread's batch, the count never gets there). Noted before
+     * the CAS, after which the segment may go. */
+    empties = state != REMOTE_NORMAL &&
+              hak_remote_count(next) == atomic_load_explicit(&page->orphan_target, memory_order_relaxed);
     if (unlikely(empties)) hak_segment_note_orphan(seg, page);
-  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, next, memory_order_release, memory_order_relaxed));
+  } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, next, memory_order_release, memory_order_acquire));
   if (unlikely(empties)) hak_segments_orphan_due();
   if (heap != &hak_heap_empty) HAK_COUNT_N(heap->counters.remote_frees, n);
   else atomic_fetch_add_explicit(&orphan_remote_frees, n, memory_order_relaxed);
@@ -280,11 +282,23 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
 }
 
 bool hak_page_set_full_state(hak_page *page) {
+  atomic_store_explicit(&page->orphan_target, page->reserved, memory_order_relaxed); /* no free block in it */
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
   do {
     if (hak_remote_list(old) != NULL) return false; /* frees arrived: not full after all */
   } while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, REMOTE_FULL, memory_order_acq_rel,
                                                   memory_order_relaxed));
+  return true;
+}
+
+bool hak_page_abandon_state(hak_segment *seg, hak_page *page) {
+  atomic_store_explicit(&page->orphan_target, page->used, memory_order_relaxed);
+  uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
+  while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, (old & ~(uintptr_t)REMOTE_STATE_MASK) | REMOTE_FULL,
+                                                memory_order_acq_rel, memory_order_relaxed)) {
+  }
+  if (hak_remote_count(old) != page->used) return false;
+  hak_segment_note_orphan(seg, page); /* freed since the collection before: no free will note it */
   return true;
 }
 

@@ -386,7 +386,12 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
  * paths (a main thread that allocated 200 MB for workers to free: all of it resident while it waited).
  * A full page holds no free block (its owner found none to hand out or carve, and a block in its class
  * cache counts as used), so the remote free that brings its remote count to `reserved` frees its last
- * block: that free notes the page here (orphan_hint, before its CAS: the segment may go after). The
+ * block. A thread that exits leaves each page still holding live blocks in the full state too, with
+ * those blocks as its target (orphan_target, hak_page_abandon_state): other threads that free them all
+ * after it exited got the memory back only once some thread took the segment over, which one that
+ * frees fewer than 64 blocks of it never does (ADOPT_AFTER_FREES: a thread that freed 100 MB of 256
+ * KiB blocks an exited worker had written, then slept, kept all of it). The free that brings the count
+ * to the target notes the page here (orphan_hint, before its CAS: the segment may go after). The
  * collection then looks at the page under the segment's slices_lock, where no page is set up or given
  * back: still full and its remote list holding every block a purge delay after a collection first found
  * it so (orphan_seen_ms; at once when forced or with a delay of 0), it swaps the remote word for
@@ -428,10 +433,11 @@ static uint64_t purge_orphans_locked(hak_segment *seg, uint64_t now, long delay,
     uint32_t reserved = page->reserved;
     uintptr_t word = atomic_load_explicit(&page->remote, memory_order_acquire);
     uintptr_t state = word & REMOTE_STATE_MASK;
+    uint32_t target = atomic_load_explicit(&page->orphan_target, memory_order_relaxed); /* after the state */
     /* out of the full state: its owner has it (or the slice lies inside another page, whose descriptor
      * here was given back with an empty remote list) */
     if (state != REMOTE_FULL && state != REMOTE_NOTIFIED) continue;
-    if (reserved == 0 || hak_remote_count(word) != reserved) { /* not emptied (yet) */
+    if (reserved == 0 || target == 0 || hak_remote_count(word) != target) { /* not emptied (yet) */
       if (waited) continue;
       seg->orphan_waited |= bit;
     } else if (!at_once && (seen & bit) == 0) { /* emptied: the delay starts */

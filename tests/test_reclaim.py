@@ -23,7 +23,7 @@ from conftest import describe
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
 @pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "trim-first-pages", "medium", "regrow", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
-                                  "deadline", "asleep", "sleeper", "orphaned", "batched", "calloc", "fork-inherited",
+                                  "deadline", "asleep", "sleeper", "orphaned", "abandoned", "batched", "calloc", "fork-inherited",
                                   "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):
     # medium, regrow, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;
@@ -39,6 +39,7 @@ def test_memory_comes_back(run_program, case, variant):
                       "HAKMEM_BACKGROUND_PURGE": "1"},
            "sleeper": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
            "orphaned": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
+           "abandoned": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_BACKGROUND_PURGE": "1"},
            # fork-inherited: the fork comes well within the delay after the frees; the child allocates
            # again past it (600 ms), then waits five seconds at most
            "fork-inherited": {"HAKMEM_PURGE_DELAY_MS": "500", "HAKMEM_PURGE_MODE": "dontneed"},

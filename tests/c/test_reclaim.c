@@ -52,6 +52,10 @@
  *           a worker freed, then no call at all: the main thread's full pages, every block of them freed
  *           by the worker, come back within a few purge delays (they waited for good in its full lists,
  *           as with every peer); the burst allocated again is intact, block by block;
+ *   abandoned: a worker writes 100 MiB of blocks (256 KiB, then 1,000 bytes, of which it frees 99 in 100
+ *           itself) and exits; the main thread frees the rest, fewer than 64 to a segment (too few to take
+ *           it over), then makes no call: the pages come back within a few purge delays as orphans (all of
+ *           the first burst stayed for good); the burst allocated again is intact;
  *   batched: a worker frees 100,003 of the main thread's 48-byte blocks and waits: all but at most 32 x 32
  *           of those remote frees are sent at once (chains of 4 KiB a page), the rest by the worker's own
  *           hak_collect(false), or by its exit in a second round; the owner then gets every block back
@@ -71,7 +75,7 @@
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
- *        orphaned|batched|calloc|fork-inherited|fork-inherited-threads|
+ *        orphaned|abandoned|batched|calloc|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1171,6 +1175,82 @@ static int check_orphaned(void) {
   return 0;
 }
 
+/* ---- abandoned: an exited thread's blocks, freed by another thread that then sleeps -------------------- */
+
+struct abandon_job {
+  char **blocks;
+  size_t count, size, keep_every; /* the worker frees all but every keep_every-th block itself */
+};
+
+static void *allocate_and_exit(void *arg) {
+  struct abandon_job *job = arg;
+  for (size_t i = 0; i < job->count; i++) {
+    job->blocks[i] = malloc(job->size);
+    if (job->blocks[i] == NULL) return NULL;
+    memset(job->blocks[i], (int)(i % 251), job->size);
+  }
+  for (size_t i = 0; i < job->count; i++)
+    if (i % job->keep_every != 0) {
+      free(job->blocks[i]);
+      job->blocks[i] = NULL;
+    }
+  return job;
+}
+
+static int check_abandoned(void) {
+  enum { BURST = 100 << 20 };
+  static char *blocks[BURST / 1000 + 1];
+  /* 256 KiB blocks, at most 62 to a segment; 1,000-byte ones of which the main thread frees one in 100
+   * (a few dozen to a segment); the slack: up to 32 pages of the second wait in the main thread's chains */
+  const struct {
+    size_t size, keep_every;
+    long slack_kib;
+  } bursts[] = {{256 << 10, 1, 8 << 10}, {1000, 100, 16 << 10}};
+  long start = rss_kib();
+  for (size_t k = 0; k < sizeof bursts / sizeof bursts[0]; k++) {
+    struct abandon_job job = {blocks, BURST / bursts[k].size, bursts[k].size, bursts[k].keep_every};
+    pthread_t t;
+    void *done = NULL;
+    if (pthread_create(&t, NULL, allocate_and_exit, &job) != 0 || pthread_join(t, &done) != 0 || done == NULL)
+      return fprintf(stderr, "FAIL abandoned: worker\n"), 1;
+    long live = rss_kib() - start;
+    uint64_t orphans = snap().orphaned_pages;
+    for (size_t i = 0; i < job.count; i++) {
+      if (blocks[i] == NULL) continue;
+      unsigned char want = (unsigned char)(i % 251);
+      if ((unsigned char)blocks[i][0] != want || (unsigned char)blocks[i][job.size - 1] != want)
+        return fprintf(stderr, "FAIL abandoned: block %zu of %zu B damaged\n", i, job.size), 1;
+      free(blocks[i]);
+    }
+    long asleep = sleep_until_rss(start + bursts[k].slack_kib, 3000) - start;
+    orphans = snap().orphaned_pages - orphans;
+    printf("abandoned: %zu blocks of %zu B, this thread freed 1 in %zu after their thread exited: %ld KiB "
+           "resident above the start while live, %ld asleep; %llu pages given back as orphans\n",
+           job.count, job.size, job.keep_every, live, asleep, (unsigned long long)orphans);
+    if (live < (BURST >> 10) / (long)(2 * job.keep_every))
+      return fprintf(stderr, "FAIL abandoned: the blocks were not resident (the test proves nothing)\n"), 1;
+    if (asleep > bursts[k].slack_kib)
+      return fprintf(stderr, "FAIL abandoned: pages emptied after their thread exited stayed resident\n"), 1;
+    if (orphans == 0) return fprintf(stderr, "FAIL abandoned: no page went back as an orphan\n"), 1;
+    /* the same memory again, from this thread: pages handed back come out whole */
+    job.keep_every = job.count + 1;
+    for (size_t i = 0; i < job.count; i++) {
+      blocks[i] = malloc(job.size);
+      if (blocks[i] == NULL) return fprintf(stderr, "FAIL abandoned: malloc of %zu bytes\n", job.size), 1;
+      memset(blocks[i], (int)(i % 251), job.size);
+    }
+    for (size_t i = 0; i < job.count; i++) {
+      unsigned char want = (unsigned char)(i % 251);
+      if ((unsigned char)blocks[i][0] != want || (unsigned char)blocks[i][job.size / 2] != want ||
+          (unsigned char)blocks[i][job.size - 1] != want)
+        return fprintf(stderr, "FAIL abandoned: block %zu of %zu B damaged after reuse\n", i, job.size), 1;
+    }
+    for (size_t i = 0; i < job.count; i++) free(blocks[i]);
+    sleep_until_rss(start + bursts[k].slack_kib, 3000); /* the next burst starts from there */
+  }
+  return 0;
+}
+
 /* ---- batched: remote frees of small blocks wait in the freeing thread, a little and not for long ------ */
 
 enum { BATCH_BLOCKS = 100003, BATCH_SIZE = 48, BATCH_WAITING_MAX = 32 * 32 /* slots x blocks a chain */ };
@@ -1587,6 +1667,7 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "asleep") == 0) return check_asleep();
   if (argc == 2 && strcmp(argv[1], "sleeper") == 0) return check_sleeper();
   if (argc == 2 && strcmp(argv[1], "orphaned") == 0) return check_orphaned();
+  if (argc == 2 && strcmp(argv[1], "abandoned") == 0) return check_abandoned();
   if (argc == 2 && strcmp(argv[1], "batched") == 0) return check_batched();
   if (argc == 2 && strcmp(argv[1], "calloc") == 0) return check_calloc();
   if (argc == 2 && strcmp(argv[1], "fork-inherited") == 0) return check_fork_inherited(false);
