@@ -446,6 +446,10 @@ void hak_stats_memory(struct hak_stats *out);
  * purger if that deadline comes first; ask for it if the cache is big enough. Call it holding no lock of
  * the caches (the late heap's mutex may be held: the purger's lock comes after it). */
 void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes);
+/* A running purger learns `due_ms`, the earliest deadline a collection found while it walked the
+ * segments (hak_segments_collect): the purger, its own collection done, may have read the segments'
+ * deadline as taken by that walk, and waited untimed. No trim, no purger started; no lock held. */
+void hak_purger_note_merged(uint64_t due_ms);
 /* With HAKMEM_BACKGROUND_PURGE=auto and no purger running, trim the caches to their bounds (purger.c);
  * return whether the process has one thread (the note then asks for no purger). hak_purger_note calls it
  * first; a free that adds waiting memory without a note calls it itself. The same locks as

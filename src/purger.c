@@ -236,10 +236,8 @@ bool hak_purger_trim_if_alone(void) {
   return single;
 }
 
-void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
-  if (hak_purger_trim_if_alone()) return;
-  int state = atomic_load_explicit(&purger.state, memory_order_acquire);
-  if (state == FAILED || (state == IDLE && cached_bytes <= HAK_PURGER_START_BYTES) || !idle_purging_on()) return;
+/* The purger (running, or pending with `state` read as such) learns deadline `due_ms`. */
+static void tell(uint64_t due_ms, int state) {
   uint64_t planned = atomic_load_explicit(&purger.sleep_until_ms, memory_order_relaxed);
   if (state == RUNNING && planned != 0 && planned <= due_ms) return; /* it wakes before then anyway */
   pthread_once(&wake_once, init_wake);
@@ -252,6 +250,18 @@ void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
   if (state == IDLE) atomic_store_explicit(&purger.state, PENDING, memory_order_relaxed);
   pthread_mutex_unlock(&purger.lock);
   if (earlier && state == RUNNING) pthread_cond_signal(&purger.wake);
+}
+
+void hak_purger_note(uint64_t due_ms, uint64_t cached_bytes) {
+  if (hak_purger_trim_if_alone()) return;
+  int state = atomic_load_explicit(&purger.state, memory_order_acquire);
+  if (state == FAILED || (state == IDLE && cached_bytes <= HAK_PURGER_START_BYTES) || !idle_purging_on()) return;
+  tell(due_ms, state);
+}
+
+void hak_purger_note_merged(uint64_t due_ms) {
+  int state = atomic_load_explicit(&purger.state, memory_order_acquire);
+  if (state == RUNNING) tell(due_ms, state);
 }
 
 bool hak_purger_covers_idle(void) {

@@ -863,6 +863,8 @@ void hak_segments_collect(bool force) {
     }
   }
   pthread_mutex_unlock(&segs.lock);
+  /* the purger may have read the deadline this walk took (above), and gone to wait untimed (a hunt) */
+  if (next_due != 0) hak_purger_note_merged(next_due);
   while (unmap != NULL) {
     hak_segment *next = unmap->next;
     segment_unmap(unmap);
