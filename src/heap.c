@@ -37,13 +37,16 @@
  * page again within HOT_HEAD_GAP_MS of retiring its first one keeps it whenever it empties in the next
  * HOT_HEAD_KEEP_MS: without that, a loop over more classes than the bytes cover paid a retirement and a
  * new page at every turn (six classes of 2-64 KiB, 340 ns a round instead of 44). Hot classes keep theirs
- * up to HOT_HEAD_BYTES (counted as head_bytes does, at least), where they kept them whole: a thread that
- * goes idle right after a burst of rounds held 1.7 MiB with one block of each of ten sizes (16-384 KiB)
- * a round, 6.0-6.5 with four, 12 with twelve; now 1.3, 3.9-4.8 and 3.6-5.0, the rest mostly an empty page
- * waiting under EMPTY_SLICES_KEPT (`thread_footprint 32 0 medium-burst 4`: jemalloc 1.0, tcmalloc 1.7,
- * mimalloc 2.8; docs/notes/2026-11-26-hot-first-pages.md). */
+ * up to HOT_HEAD_BYTES (counted as head_bytes does, at least), where they kept them whole, and a hot
+ * page of up to HOT_HEAD_SMALL always (a class's small page made to retire at every round by a bigger one
+ * kept before it: 40 -> 200 ns a round, a review). A thread that goes idle right after a burst of rounds
+ * held 1.7 MiB with one block of each of ten sizes (16-384 KiB) a round, 6.0-6.5 with four, 12 with
+ * twelve; now 1.3-1.4, 3.9-4.8 and 3.6-5.0, the rest mostly an empty page waiting under EMPTY_SLICES_KEPT
+ * (`thread_footprint 32 0 medium-burst 4`: jemalloc 1.0, tcmalloc 1.7, mimalloc 2.8;
+ * docs/notes/2026-11-26-hot-first-pages.md). */
 #define EMPTY_HEAD_BYTES ((uint32_t)256 << 10)
 #define HOT_HEAD_BYTES ((uint32_t)1 << 20)
+#define HOT_HEAD_SMALL ((uint32_t)128 << 10)
 #define HOT_HEAD_GAP_MS 4u /* hak_clock_ms is coarse: 4 to 8 ms with the kernel's usual 4 ms tick */
 #define HOT_HEAD_KEEP_MS 1000u
 #define EMPTY_HEAD 2 /* page->is_empty_listed of a medium class's first page, counted in empty_head_bytes */
@@ -700,13 +703,20 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 
 /* The owner's free emptied the first page of medium class `cls`, not kept yet (see EMPTY_HEAD_BYTES): keep
  * it, or retire it. Neither counts as a slow-path event: the heap's passes keep their pace. */
-static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {
+static bool head_stays(hak_heap *heap, hak_page *page, unsigned cls) {
   uint32_t others = heap->empty_head_bytes - (page->is_empty_listed == EMPTY_HEAD ? heap->empty_head_noted[cls] : 0);
+  uint32_t own = head_bytes(page), kept = others + own;
   /* not with a purge delay of 0 (hak_purger_covers_idle is false then): each retirement would purge the
    * page at once, and its next use fault it in again (a review: rounds 10 ms apart, 77 -> 653 us) */
-  uint32_t kept = others + head_bytes(page);
-  if (others == 0 || kept <= EMPTY_HEAD_BYTES || (kept <= HOT_HEAD_BYTES && head_is_hot(heap, cls)) ||
-      !hak_purger_covers_idle()) {
+  return others == 0 || kept <= EMPTY_HEAD_BYTES ||
+         ((kept <= HOT_HEAD_BYTES || own <= HOT_HEAD_SMALL) && head_is_hot(heap, cls)) || !hak_purger_covers_idle();
+}
+
+static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {
+  /* kept first pages in use again count until a pass looks: look now, before retiring this one for them
+   * (a review: a class's block taken again from its kept page made another class's page retire at every
+   * round, 40 -> 200 ns a round) */
+  if (head_stays(heap, page, cls) || (check_kept_heads(heap, false), head_stays(heap, page, cls))) {
     note_empty(heap, page);
     return;
   }
