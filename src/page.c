@@ -270,6 +270,11 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   /* a slot per page: descriptors are 256 bytes apart within a segment */
   hak_remote_batch *rb = &heap->remote_batch[((uintptr_t)page >> 8) & (HAK_REMOTE_BATCH_SLOTS - 1)];
   if (rb->page != page) {
+    /* every block of a page the collection gave back was freed, and its memory may be read-only zeroes
+     * (mlockall): refused before the link is written (a review: a segfault, or a report only when the
+     * chain went). A page with a chain waiting is not given back. */
+    if (unlikely((atomic_load_explicit(&page->remote, memory_order_relaxed) & REMOTE_STATE_MASK) == REMOTE_PURGED))
+      hak_fatal("double free detected of", block, page->size_class);
     if (rb->page != NULL) flush_batch(heap, rb, true);
     rb->page = page;
     rb->last = block;

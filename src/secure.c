@@ -76,7 +76,10 @@ static __attribute__((noreturn)) void report_bad_block(const hak_page *page, hak
               page->size_class);
   if (off >= (uintptr_t)page->capacity * page->block_size) /* not carved yet: malloc never returned it */
     hak_fatal(not_ours, b, page->size_class);
-  if (*hak_canary_word(page, b) != hak_canary(page, b))
+  /* every block of a page the collection gave back was freed (orphaned pages, segment.c): its purge
+   * cleared the canaries too (a review: reported as an overflow) */
+  bool given_back = (atomic_load_explicit(&page->remote, memory_order_acquire) & REMOTE_STATE_MASK) == REMOTE_PURGED;
+  if (!given_back && *hak_canary_word(page, b) != hak_canary(page, b))
     hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
   hak_fatal(freeing ? "double free (or free of a block not allocated) detected of"
                     : "realloc or usable size of a freed block (use after free) at",

@@ -103,3 +103,25 @@ def test_calloc_reads_zeroes_when_every_purge_comes_at_once(run_program, variant
     proc = run_program("test_reclaim", variant, args=("calloc",), env=env, timeout=120)
     assert proc.returncode == 0, describe(proc)
     assert "calloc: every block read as zeroes" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+@pytest.mark.parametrize("size,lock", [("48", False), ("2048", False), ("48", True)])
+def test_double_free_into_a_page_given_back_is_reported(test_binary, run_plain, run_hakmem, libhakmem_secure,
+                                                       variant, size, lock):
+    """An exited worker's 40 blocks, all freed by the main thread and their page given back as an orphan
+    (purged): freeing the first block again is reported as a double free. Before, the default build wrote
+    the remote-free link into the purged page (a segfault under mlockall, whose purges leave read-only
+    zeroes), and the hardened build took the cleared canary for an overflow."""
+    args = ("abandoned-double-free", size) + (("mlock",) if lock else ())
+    env = {"HAKMEM_PURGE_DELAY_MS": "10"}
+    if variant == "linked":  # an aborted program prints no statistics: the report names hakmem instead
+        proc = run_plain([test_binary("test_reclaim"), *args], env=env, timeout=60)
+    else:
+        lib = libhakmem_secure if variant == "secure" else None
+        proc = run_hakmem([test_binary("test_reclaim", "glibc"), *args], env=env, lib=lib, timeout=60,
+                          check_stats=False)
+    if proc.returncode == 77:
+        pytest.skip(proc.stdout.strip())
+    assert "page given back; freeing the first block again" in proc.stdout, describe(proc)
+    assert proc.returncode == -6 and "hakmem: double free" in proc.stderr and "overflow" not in proc.stderr, describe(proc)

@@ -75,7 +75,7 @@
  *           (it lives until its last thread ends, so neither background thread may stay for good).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
- *        orphaned|abandoned|batched|calloc|fork-inherited|fork-inherited-threads|
+ *        orphaned|abandoned|abandoned-double-free SIZE [mlock]|batched|calloc|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -1251,6 +1251,35 @@ static int check_abandoned(void) {
   return 0;
 }
 
+/* abandoned-double-free SIZE [mlock]: 40 blocks of an exited worker, all freed by this thread and their
+ * page given back as an orphan; then the first block freed again must be reported, not written into the
+ * purged page (under mlockall read-only zeroes: a segfault) nor taken for an overflow (hardened builds). */
+static int check_abandoned_double_free(size_t size, bool lock) {
+  enum { COUNT = 40 };
+  static char *blocks[COUNT];
+  if (lock && mlockall(MCL_CURRENT | MCL_FUTURE) != 0) {
+    printf("abandoned-double-free: skip (mlockall failed: not allowed to lock memory here)\n");
+    return 77;
+  }
+  struct abandon_job job = {blocks, COUNT, size, COUNT + 1};
+  pthread_t t;
+  void *done = NULL;
+  if (pthread_create(&t, NULL, allocate_and_exit, &job) != 0 || pthread_join(t, &done) != 0 || done == NULL)
+    return fprintf(stderr, "FAIL abandoned-double-free: worker\n"), 1;
+  uint64_t orphans = snap().orphaned_pages;
+  for (size_t i = 0; i < COUNT; i++) free(blocks[i]);
+  for (int waited = 0; snap().orphaned_pages == orphans; waited += 10) { /* snap sends this thread's chains */
+    if (waited > 5000) return fprintf(stderr, "FAIL abandoned-double-free: no page went back as an orphan\n"), 1;
+    collect(false); /* the collection (no purger below 32 MiB) */
+    sleep_ms(10);
+  }
+  printf("abandoned-double-free: %zu-byte blocks' page given back; freeing the first block again\n", size);
+  fflush(stdout);
+  free(blocks[0]);
+  snap(); /* sends a chain the free might have started */
+  return fprintf(stderr, "FAIL abandoned-double-free: the second free went unreported\n"), 1;
+}
+
 /* ---- batched: remote frees of small blocks wait in the freeing thread, a little and not for long ------ */
 
 enum { BATCH_BLOCKS = 100003, BATCH_SIZE = 48, BATCH_WAITING_MAX = 32 * 32 /* slots x blocks a chain */ };
@@ -1668,6 +1697,8 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "sleeper") == 0) return check_sleeper();
   if (argc == 2 && strcmp(argv[1], "orphaned") == 0) return check_orphaned();
   if (argc == 2 && strcmp(argv[1], "abandoned") == 0) return check_abandoned();
+  if ((argc == 3 || argc == 4) && strcmp(argv[1], "abandoned-double-free") == 0)
+    return check_abandoned_double_free(strtoul(argv[2], NULL, 10), argc == 4 && strcmp(argv[3], "mlock") == 0);
   if (argc == 2 && strcmp(argv[1], "batched") == 0) return check_batched();
   if (argc == 2 && strcmp(argv[1], "calloc") == 0) return check_calloc();
   if (argc == 2 && strcmp(argv[1], "fork-inherited") == 0) return check_fork_inherited(false);
