@@ -716,7 +716,12 @@ static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {
   /* kept first pages in use again count until a pass looks: look now, before retiring this one for them
    * (a review: a class's block taken again from its kept page made another class's page retire at every
    * round, 40 -> 200 ns a round) */
-  if (head_stays(heap, page, cls) || (check_kept_heads(heap, false), head_stays(heap, page, cls))) {
+  bool stays = head_stays(heap, page, cls);
+  if (!stays) {
+    check_kept_heads(heap, false);
+    stays = head_stays(heap, page, cls);
+  }
+  if (stays) {
     note_empty(heap, page);
     return;
   }
