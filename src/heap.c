@@ -296,8 +296,8 @@ static void rescue_full_pages(hak_heap *heap, unsigned cls);
  * last extension, and one of that. The last one is shorter at the page's end: counted as a whole
  * extension, eight blocks of 384 KiB (capacity 5, extensions of 4) counted 768 KiB of their 1.9 MiB. */
 static uint32_t head_bytes(const hak_page *page) {
-  uint32_t n = hak_page_extend_count(page), capacity = page->capacity, bs = page->block_size;
-  uint32_t first = bs <= HAK_OS_PAGE ? (uint32_t)(HAK_OS_PAGE / bs) : n; /* as hak_page_extend_count */
+  uint32_t capacity = page->capacity, bs = page->block_size;
+  uint32_t first = hak_extend_count(bs, true), n = hak_extend_count(bs, false);
   uint32_t last = capacity <= first ? capacity : (capacity - first - 1) % n + 1;
   return (capacity > last ? capacity - last + 1 : 1) * bs;
 }

@@ -599,11 +599,13 @@ void hak_heap_flush_counts(hak_heap *heap);
  * writes every block: a thread that keeps a block or two of many classes then holds one OS page per class
  * instead of four (1000 threads each keeping one block of each of 8 classes of 16 B-2 KiB: 150 -> 54 MB
  * RSS; the lab A/B in docs/notes/2026-11-25-thread-footprint.md). */
-static inline uint32_t hak_page_extend_count(const hak_page *page) {
-  uint32_t bs = page->block_size;
-  if (page->capacity == 0 && bs <= HAK_OS_PAGE) return (uint32_t)(HAK_OS_PAGE / bs);
-  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / bs);
+static inline uint32_t hak_extend_count(uint32_t block_size, bool first) {
+  if (first && block_size <= HAK_OS_PAGE) return (uint32_t)(HAK_OS_PAGE / block_size);
+  uint32_t n = (uint32_t)(HAK_EXTEND_BYTES / block_size);
   return n < 4 ? 4 : n;
+}
+static inline uint32_t hak_page_extend_count(const hak_page *page) {
+  return hak_extend_count(page->block_size, page->capacity == 0);
 }
 /* Carve the next hak_page_extend_count() blocks (fewer at the page's end) onto `free`; false when the
  * page is fully carved. */
