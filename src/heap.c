@@ -436,11 +436,11 @@ static void heap_maintain(hak_heap *heap, bool force) {
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
 
 /* A page the collection gave back while it was full, all its blocks freed by other threads (REMOTE_PURGED,
- * segment.c), off its list: its blocks count as collected, and its slices go back to its segment (to
- * `releasing`'s, which may release the segment; NULL: kept), purged already. */
+ * segment.c), off its list: its slices go back to its segment (to `releasing`'s, which may release the
+ * segment; NULL: kept), purged already. Its `used` blocks, the orphan target, count freed since the
+ * purge (hak_segments_orphan_blocks). */
 static void retire_purged_page(hak_heap *heap, hak_page *page, hak_heap *releasing) {
   hak_page_flush_counts(heap, page);
-  HAK_COUNT_N(heap->counters.collected[page->size_class], page->used);
   page->used = 0;
   page->used_at_flush = 0;
   hak_segment_page_free(releasing, page);
@@ -789,14 +789,8 @@ void hak_heap_adopt(hak_heap *heap, hak_segment *seg) {
   if (heap->segments) heap->segments->prev = seg;
   heap->segments = seg;
   heap->segment_count++;
-  for (unsigned i = 1; i < HAK_SLICES;) {
-    hak_page *page = &seg->pages[i];
-    unsigned n = page->slice_count;
-    if (n == 0) {
-      i++;
-      continue;
-    }
-    i += n;
+  hak_page *page;
+  for (unsigned at = 1; (page = hak_segment_next_page(seg, &at)) != NULL;) {
     hak_page_set_full(page, false);
     page->is_empty_listed = 0;
     page->found_exhausted = 0; /* a new owner's first scan gives it the second chance again */

@@ -674,6 +674,9 @@ void hak_segments_after_fork_child(void);
 uint64_t hak_segments_reclaimed(void);
 /* Orphaned pages the collection gave back so far (hak_stats.orphaned_pages). */
 uint64_t hak_segments_orphaned_pages(void);
+/* Blocks of class `cls` in those pages: freed by other threads, collected by no heap (hak_stats' live
+ * counts subtract them). */
+uint64_t hak_segments_orphan_blocks(unsigned cls);
 
 /* The segment `p` would lie in (4 MiB-aligned): a segment only if the pagemap says so. */
 static inline hak_segment *hak_segment_of(const void *p) {
@@ -686,6 +689,21 @@ static inline size_t hak_segment_slice_of(const void *p) {
 
 static inline hak_page *hak_segment_page_of(hak_segment *seg, const void *p) {
   return &seg->pages[seg->slice_page[hak_segment_slice_of(p)]];
+}
+
+/* The first page of `seg` that starts at slice *at or after it, with *at moved past its slices; NULL when
+ * none is left. A walk over a segment's pages starts at 1 (slice 0 is the header); the caller may free
+ * the page it is given before it asks for the next. */
+static inline hak_page *hak_segment_next_page(hak_segment *seg, unsigned *at) {
+  for (unsigned i = *at; i < HAK_SLICES; i++) {
+    hak_page *page = &seg->pages[i];
+    if (page->slice_count != 0) {
+      *at = i + page->slice_count;
+      return page;
+    }
+  }
+  *at = HAK_SLICES;
+  return NULL;
 }
 
 /* ---- Large tier (large.c) ------------------------------------------------------------------------ */

@@ -35,6 +35,8 @@ static struct {
   _Atomic uint64_t earliest_due_ms; /* earliest purge due in any segment; 0: none */
   _Atomic uint64_t reclaimed;
   _Atomic uint64_t orphaned_pages; /* given back by the collection (purge_orphans_locked) */
+  /* their blocks, per class: freed by other threads, and collected by no owner (hak_segments_orphan_blocks) */
+  _Atomic uint64_t orphan_blocks[HAK_CLASS_COUNT];
   _Atomic uint64_t waiting_slices; /* free slices not purged since their use, over all segments (dirty_slices) */
   /* of those, the ones a trim has measured (measured_slices), and the OS pages it found not resident in
    * them: what waits is counted as every page of the others and the resident pages of these */
@@ -69,6 +71,9 @@ void hak_segments_after_fork_child(void) {
 }
 uint64_t hak_segments_reclaimed(void) { return atomic_load_explicit(&segs.reclaimed, memory_order_relaxed); }
 uint64_t hak_segments_orphaned_pages(void) { return atomic_load_explicit(&segs.orphaned_pages, memory_order_relaxed); }
+uint64_t hak_segments_orphan_blocks(unsigned cls) {
+  return atomic_load_explicit(&segs.orphan_blocks[cls], memory_order_relaxed);
+}
 
 /* The earliest purge deadline of all segments takes `due` into account. seq_cst, with the store of a
  * segment's deadline before it and the collection's reset and reads (hak_segments_collect): either the
@@ -397,7 +402,9 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
  * it so (orphan_seen_ms; at once when forced or with a delay of 0), it swaps the remote word for
  * REMOTE_PURGED in one CAS (an owner that took the page out of the full state first wins) and purges
  * the page's slices. The owner, when it next looks at the page, hands it to its segment, which keeps
- * those slices purged (hak_segment_page_free). A page that leaves the full state drops its hint. A
+ * those slices purged (hak_segment_page_free); its blocks count freed from the purge on (orphan_blocks:
+ * the statistics counted them live until an owner looked). An abandoned segment whose every page went
+ * back so is unmapped (release_if_emptied). A page that leaves the full state drops its hint. A
  * purge drops the page's remote list unread: in hardened builds its blocks' freed tags are not checked
  * again (docs/security.md). */
 
@@ -452,6 +459,7 @@ static uint64_t purge_orphans_locked(hak_segment *seg, uint64_t now, long delay,
                                                   memory_order_acq_rel, memory_order_relaxed)) {
         purge |= run_mask(at, slices_for_class(page->size_class));
         atomic_fetch_add_explicit(&segs.orphaned_pages, 1, memory_order_relaxed);
+        atomic_fetch_add_explicit(&segs.orphan_blocks[page->size_class], target, memory_order_relaxed);
       } else
         seg->orphan_waited |= bit; /* changed meanwhile: one more look */
       if (purge & bit) continue;
@@ -643,8 +651,9 @@ hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment)
   return page;
 }
 
-void hak_segment_page_free(hak_heap *heap, hak_page *page) {
-  hak_segment *seg = hak_segment_of(page);
+/* `page` of `seg` is no page any more: its slices are each their own, their class remembered. Returns
+ * its slices' bits; the caller makes them free. */
+static uint64_t unset_page(hak_segment *seg, hak_page *page) {
   unsigned at = (unsigned)(page - seg->pages), n = page->slice_count;
   page->slice_count = 0;
   page->span = page->block_limit = 0;
@@ -652,8 +661,14 @@ void hak_segment_page_free(hak_heap *heap, hak_page *page) {
   memcpy(&seg->slice_page[at], &slice_identity[at], n);
   memset(&seg->slice_cache_slot[at], 0, n);
   memset(&seg->slice_class[at], (int)page->size_class, n);
-  uint64_t bits = run_mask(at, n), due = 0;
   seg->used_pages--;
+  return run_mask(at, n);
+}
+
+void hak_segment_page_free(hak_heap *heap, hak_page *page) {
+  hak_segment *seg = hak_segment_of(page);
+  unsigned at = (unsigned)(page - seg->pages), n = page->slice_count;
+  uint64_t bits = unset_page(seg, page), due = 0;
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   uint64_t now = delay > 0 ? hak_clock_ms() : 0;
   if (delay > 0) delay = hak_learned_delay_in_force(&segs.delay, now);
@@ -706,6 +721,33 @@ uint64_t hak_segments_purge_due(void) {
   return atomic_load_explicit(&segs.earliest_due_ms, memory_order_relaxed);
 }
 
+/* Take `seg` off the abandoned list (segs.lock held). */
+static void unabandon_locked(hak_segment *seg) {
+  list_remove(&segs.abandoned, seg);
+  seg->abandoned = false;
+  atomic_fetch_sub_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
+}
+
+/* An abandoned segment whose every page went back as an orphan holds no live block, so no free ever
+ * counts towards taking it over (page.c), and only a thread short of room would: it stayed mapped, its
+ * never-used slices counted committed (500 threads that left a block each, all freed: 2 GiB mapped,
+ * 1.9 GiB committed, for good). Such a segment's pages are unset and it leaves the abandoned list
+ * (segs.lock and its slices_lock held; abandoned, so no thread changes its pages, and a free into it
+ * now is a double free, reported from the page map). True if so: the caller unmaps it once it has
+ * dropped the locks (segment_unmap). */
+static bool release_if_emptied(hak_segment *seg) {
+  if (!seg->abandoned || seg->used_pages == 0) return false;
+  hak_page *page;
+  for (unsigned at = 1; (page = hak_segment_next_page(seg, &at)) != NULL;)
+    if ((atomic_load_explicit(&page->remote, memory_order_relaxed) & REMOTE_STATE_MASK) != REMOTE_PURGED) return false;
+  for (unsigned at = 1; (page = hak_segment_next_page(seg, &at)) != NULL;) {
+    hak_counter_add(&segs.used_slices, (uint64_t)0 - page->slice_count);
+    seg->free_slices |= unset_page(seg, page);
+  }
+  unabandon_locked(seg);
+  return true;
+}
+
 /* Its due slices are purged by the collection (hak_segments_collect) like every segment's; a thread that
  * frees enough of its blocks (page.c) or needs room takes it over. */
 void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
@@ -716,25 +758,25 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   seg->abandoned = true;
   note_due(due);
   atomic_fetch_add_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
+  /* the collection may have given its last pages back while this thread left them (heap.c) */
+  pthread_mutex_lock(&seg->slices_lock);
+  bool emptied = release_if_emptied(seg);
+  pthread_mutex_unlock(&seg->slices_lock);
   uint64_t held = (uint64_t)(segs.cache_count + atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed)) *
                   HAK_SEGMENT_SIZE;
   pthread_mutex_unlock(&segs.lock);
-  if (due != 0) hak_purger_note(due, held);
-}
-
-/* Take `seg` off the abandoned list (segs.lock held). */
-static void unabandon_locked(hak_segment *seg) {
-  list_remove(&segs.abandoned, seg);
-  seg->abandoned = false;
-  atomic_fetch_sub_explicit(&segs.abandoned_count, 1, memory_order_relaxed);
-  atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
+  if (emptied) segment_unmap(seg);
+  else if (due != 0) hak_purger_note(due, held);
 }
 
 hak_segment *hak_segment_reclaim_one(void) {
   if (atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&segs.lock);
   hak_segment *seg = segs.abandoned;
-  if (seg != NULL) unabandon_locked(seg);
+  if (seg != NULL) {
+    unabandon_locked(seg);
+    atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&segs.lock);
   return seg;
 }
@@ -742,7 +784,10 @@ hak_segment *hak_segment_reclaim_one(void) {
 bool hak_segment_reclaim(hak_segment *seg) {
   pthread_mutex_lock(&segs.lock);
   bool taken = seg->abandoned;
-  if (taken) unabandon_locked(seg);
+  if (taken) {
+    unabandon_locked(seg);
+    atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
+  }
   pthread_mutex_unlock(&segs.lock);
   return taken;
 }
@@ -840,7 +885,13 @@ void hak_segments_collect(bool force) {
       due = atomic_load_explicit(&seg->purge_due_ms, memory_order_relaxed);
       uint64_t orphans_due = orphans && (delay >= 0 || force) ? purge_orphans_locked(seg, now, delay, force || delay <= 0) : 0;
       if (orphans_due != 0 && (due == 0 || orphans_due < due)) due = orphans_due;
+      bool emptied = orphans && release_if_emptied(seg);
       pthread_mutex_unlock(&seg->slices_lock);
+      if (emptied) { /* unmapped below, after the walk: it stays in `all` until then */
+        seg->next = unmap;
+        unmap = seg;
+        continue;
+      }
     } else {
       due = later;
     }

@@ -59,6 +59,12 @@ static void stats_fill(struct hak_stats *out, bool process) {
     out->slow_allocs += load(&h->counters.slow_allocs);
     out->slow_frees += load(&h->counters.slow_frees);
   }
+  for (unsigned c = 0; c < HAK_CLASS_COUNT; c++) { /* freed, and collected by no heap */
+    uint64_t orphans = hak_segments_orphan_blocks(c);
+    unsigned tier = c <= SMALL_CLASS_MAX ? HAK_TIER_SMALL : HAK_TIER_MEDIUM;
+    out->live_blocks[tier] -= orphans;
+    out->live_bytes[tier] -= orphans * hak_class_size(c);
+  }
   out->remote_frees += hak_orphan_remote_frees();
   out->frees += out->remote_frees;
   hak_heaps_unlock();

@@ -125,3 +125,17 @@ def test_double_free_into_a_page_given_back_is_reported(test_binary, run_plain, 
         pytest.skip(proc.stdout.strip())
     assert "page given back; freeing the first block again" in proc.stdout, describe(proc)
     assert proc.returncode == -6 and "hakmem: double free" in proc.stderr and "overflow" not in proc.stderr, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+@pytest.mark.parametrize("threads,count,size", [("400", "1", "48"), ("120", "4", "100000"), ("100", "40", "2048")])
+def test_exited_threads_segments_go_back(run_program, variant, threads, count, size):
+    """Threads running together each leave blocks live and exit; the main thread frees them all and makes
+    no call: the pages come back as orphans and the segments are unmapped, no longer counted mapped or
+    committed, their blocks no longer counted live (before, each segment stayed mapped until some thread
+    needed room: 500 threads, 2 GiB mapped for good). The memory is then allocated again intact
+    (tests/c/exited_segments.c)."""
+    env = {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"}
+    proc = run_program("exited_segments", variant, args=(threads, count, size), env=env, timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    assert "exited_segments: ok" in proc.stdout, describe(proc)

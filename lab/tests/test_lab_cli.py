@@ -225,10 +225,11 @@ def test_a_signal_keeps_a_partial_report(bench_built, root, tmp_path, sig):
     the rounds so far in a report marked partial, naming the signal, and no workload running (SIGTERM and
     SIGHUP used to end the lab at once: no report, the workload left running). The child starts with
     SIGINT at its default: a test run started in the background of a non-interactive shell inherits it
-    ignored, and Python then never raises KeyboardInterrupt."""
+    ignored, and Python then never raises KeyboardInterrupt. Runs of the standard size (a fraction of a
+    second each): a full-size run took over three seconds on a loaded machine, and none had ended."""
     out_dir = tmp_path / "partial"
     env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
-    proc = subprocess.Popen([sys.executable, "-m", "lab", "compare", "--size", "full", "--reps", "5000", "--allocs",
+    proc = subprocess.Popen([sys.executable, "-m", "lab", "compare", "--size", "standard", "--reps", "5000", "--allocs",
                              "glibc", "--workloads", "random_mixed", "--no-progress", "--out", str(out_dir)],
                             cwd=root, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                             start_new_session=True, preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
