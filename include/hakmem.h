@@ -136,9 +136,11 @@ struct hak_stats {
                                              page's remote frees, or at hak_collect(true) in the owner; for
                                              an owner that exited, once a thread takes its memory over: at
                                              that thread's next new page, or hak_collect(true) in any
-                                             thread). In a fork child, blocks of
+                                             thread), or until the page goes back to the OS with every
+                                             block freed by other threads (orphaned_pages: a purge delay
+                                             after its last block was freed). In a fork child, blocks of
                                              threads that did not survive the fork and are freed there stay
-                                             counted as live. */
+                                             counted as live but for such pages. */
   uint64_t live_bytes[HAK_TIER_COUNT];  /**< bytes of those blocks: block sizes (small, medium); for large
                                              blocks their mappings, header page included, less tails given
                                              back to the OS (the bytes they hold committed) */

@@ -110,6 +110,9 @@ void hak_heaps_after_fork_child(void) {
   uint64_t started = atomic_load_explicit(&heaps.started, memory_order_relaxed);
   atomic_store_explicit(&heaps.exited, started - (hak_tls_heap != &hak_heap_empty ? 1 : 0),
                         memory_order_relaxed);
+}
+
+void hak_heaps_send_frozen_chains(void) {
   /* the other threads' remote frees still waiting in their tables would wait for good: no thread runs
    * those heaps again (the child's own thread is the only one, so no lock is needed) */
   for (hak_heap *h = heaps.all; h != NULL; h = h->next_all)

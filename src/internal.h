@@ -112,7 +112,8 @@ enum { HAK_KIND_SEGMENT = 0x5e67u, HAK_KIND_LARGE = 0x1a26eu };
 enum {
   REMOTE_NORMAL = 0,   /* page is in its class queue */
   REMOTE_FULL = 1,     /* page is in the full list; the next remote free must notify the owner */
-  REMOTE_NOTIFIED = 2, /* page is in the full list and its owner has been notified */
+  REMOTE_NOTIFIED = 2, /* page is in the full list and its owner has been notified; or its owner exited
+                          (hak_page_abandon_state): no one to notify */
   REMOTE_PURGED = 3,   /* page is in the full list, other threads freed every block of it and the collection
                           gave its memory back (segment.c: orphaned pages); the list is gone, and the owner
                           hands the page to its segment when it next looks (heap.c) */
@@ -558,6 +559,9 @@ void hak_heaps_sweep_dead(void);
 void hak_heaps_lock(void);
 void hak_heaps_unlock(void);
 void hak_heaps_after_fork_child(void);
+/* In a forked child, after every fork handler: the remote-free chains of the threads the fork did not
+ * copy are sent on their behalf (page.c, hak_remote_batches_flush_frozen). */
+void hak_heaps_send_frozen_chains(void);
 hak_heap *hak_heaps_first(void);
 void hak_heaps_thread_counts(uint64_t *started, uint64_t *exited);
 
@@ -619,9 +623,9 @@ void hak_remote_batches_flush(hak_heap *heap);
 void hak_remote_batches_flush_frozen(hak_heap *frozen, hak_heap *self);
 uint64_t hak_orphan_remote_frees(void);
 bool hak_page_set_full_state(hak_page *page);
-/* The exiting owner leaves `page` of `seg`, its remote frees collected and `used` blocks live, in the full
- * state with those blocks as its orphan target; true when other threads have freed them all already (the
- * caller then asks for the collection: hak_segments_orphan_due). */
+/* The exiting owner leaves `page` of `seg`, its remote frees collected and `used` blocks live, in the
+ * notified state with those blocks as its orphan target; true when other threads have freed them all
+ * already (the caller then asks for the collection: hak_segments_orphan_due). */
 bool hak_page_abandon_state(hak_segment *seg, hak_page *page);
 /* The page leaves the full state (REMOTE_NORMAL, its remote list kept); returns the state it had. */
 uintptr_t hak_page_clear_full_state(hak_page *page);

@@ -300,10 +300,17 @@ bool hak_page_set_full_state(hak_page *page) {
   return true;
 }
 
+/* The notified state, not the full one: a remote free that read the page full with an empty list while its
+ * owner lived (and the target `reserved`) would otherwise find the same word again after the owner took
+ * the page out of the full state, collected nothing and put it back, and its CAS would succeed with the
+ * stale target: the page's last free noted nothing, and the page and its segment stayed for good (a
+ * review). A live page is never notified with an empty list (the owner takes a full page's list only after
+ * clearing its state), and a block the owner collected is not freed again by then. */
 bool hak_page_abandon_state(hak_segment *seg, hak_page *page) {
   atomic_store_explicit(&page->orphan_target, page->used, memory_order_relaxed);
   uintptr_t old = atomic_load_explicit(&page->remote, memory_order_relaxed);
-  while (!atomic_compare_exchange_weak_explicit(&page->remote, &old, (old & ~(uintptr_t)REMOTE_STATE_MASK) | REMOTE_FULL,
+  while (!atomic_compare_exchange_weak_explicit(&page->remote, &old,
+                                                (old & ~(uintptr_t)REMOTE_STATE_MASK) | REMOTE_NOTIFIED,
                                                 memory_order_acq_rel, memory_order_relaxed)) {
   }
   if (hak_remote_count(old) != page->used) return false;

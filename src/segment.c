@@ -205,8 +205,11 @@ static hak_segment *segment_map(void) {
 
 /* The latest segments given back to the OS, each with the class of the last page on each of its slices:
  * a later free of a pointer into one is a use after free whose class can still be named, where the page
- * map alone would call the pointer never returned. For reports only: read without a lock. */
-#define UNMAPPED_REMEMBERED 16
+ * map alone would call the pointer never returned. For reports only: read without a lock. 256 (18 KiB):
+ * exited threads' segments go back together once other threads free their blocks (release_if_emptied),
+ * and with 16 a double free into the 17th latest was called a pointer hakmem never returned (a review:
+ * 40 threads). */
+#define UNMAPPED_REMEMBERED 256
 static struct {
   _Atomic uint64_t next;
   struct {
@@ -391,8 +394,8 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
  * paths (a main thread that allocated 200 MB for workers to free: all of it resident while it waited).
  * A full page holds no free block (its owner found none to hand out or carve, and a block in its class
  * cache counts as used), so the remote free that brings its remote count to `reserved` frees its last
- * block. A thread that exits leaves each page still holding live blocks in the full state too, with
- * those blocks as its target (orphan_target, hak_page_abandon_state): other threads that free them all
+ * block. A thread that exits leaves each page still holding live blocks in the full state too (notified:
+ * there is no owner to tell), with those blocks as its target (orphan_target, hak_page_abandon_state): other threads that free them all
  * after it exited got the memory back only once some thread took the segment over, which one that
  * frees fewer than 64 blocks of it never does (ADOPT_AFTER_FREES: a thread that freed 100 MB of 256
  * KiB blocks an exited worker had written, then slept, kept all of it). The free that brings the count

@@ -1,8 +1,9 @@
 """tests/test_fork.py — fork() while threads allocate (owner: tests suite).
 
 Runs build/tests/test_fork (children that allocate, start threads, fork again, exit or exec /bin/true or
-themselves) on glibc and on hakmem (linked, preloaded, hardened build), and build/tests/fork_chains (forks
-while other threads' remote frees wait in chains). With HAKMEM_STATS=1 every hakmem
+themselves) on glibc and on hakmem (linked, preloaded, hardened build), build/tests/fork_chains (forks
+while other threads' remote frees wait in chains) and build/tests/fork_frozen_chain (a chain the child
+sends frees an exited thread's last blocks). With HAKMEM_STATS=1 every hakmem
 process prints its statistics at exit, so the exec'ed copies of the program show up on stderr too.
 """
 import re
@@ -123,3 +124,14 @@ def test_fork_while_remote_frees_wait_in_chains(run_program, variant):
     proc = run_program("fork_chains", variant, args=["1000"], timeout=300)
     assert proc.returncode == 0, describe(proc)
     assert "fork_chains: 1000 forks, 0 failed" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_fork_child_sends_a_chain_that_empties_an_exited_threads_page(run_program, variant):
+    """A thread's remote-free chain holds the last live blocks of an exited thread's page when the main
+    thread forks: the child sends that chain in its fork handler, and the emptied page asks for the
+    purger, whose lock the fork had left held. The child hung there for good; now it goes on, allocates
+    and exits 0, every round (tests/c/fork_frozen_chain.c)."""
+    proc = run_program("fork_frozen_chain", variant, args=["3"], timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    assert "fork_frozen_chain: 3 rounds, every child exited" in proc.stdout, describe(proc)

@@ -139,3 +139,21 @@ def test_exited_threads_segments_go_back(run_program, variant, threads, count, s
     proc = run_program("exited_segments", variant, args=(threads, count, size), env=env, timeout=120)
     assert proc.returncode == 0, describe(proc)
     assert "exited_segments: ok" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+def test_double_free_into_an_exited_threads_segment_given_back_is_reported(test_binary, run_plain, run_hakmem,
+                                                                         libhakmem_secure, variant):
+    """100 exited threads' segments unmapped once the main thread freed every block they left: freeing the
+    first thread's block again is reported as a double free, with its class (only the latest 16 unmapped
+    segments were remembered: it read "free of a pointer hakmem never returned")."""
+    args = ("100", "1", "48", "free-again")
+    env = {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1"}
+    if variant == "linked":
+        proc = run_plain([test_binary("exited_segments"), *args], env=env, timeout=60)
+    else:
+        lib = libhakmem_secure if variant == "secure" else None
+        proc = run_hakmem([test_binary("exited_segments", "glibc"), *args], env=env, lib=lib, timeout=60,
+                          check_stats=False)
+    assert "the segments are gone; freeing the first block again" in proc.stdout, describe(proc)
+    assert proc.returncode == -6 and "hakmem: double free" in proc.stderr and "size class" in proc.stderr, describe(proc)

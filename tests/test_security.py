@@ -287,7 +287,7 @@ def markdown():
         "  the chain was sent goes unnoticed, as",
         "  `df_cross_thread` does. Hardened builds send no chains and catch all of these by the freed tag.",
         "- A double free of a block whose memory was given back is named with its class or size for the",
-        "  latest 16 segments and 64 large blocks given back; an older one reads \"free of a pointer hakmem",
+        "  latest 256 segments and 64 large blocks given back; an older one reads \"free of a pointer hakmem",
         "  never returned\". A wild pointer into memory given back is reported as a double free too (\"or",
         "  a wild pointer\").",
     ]

@@ -6,10 +6,13 @@
  *   address space unmapped and no longer counted committed (each stayed mapped until some thread took it
  *   over, which a program that never allocates again never does: 500 threads, 2 GiB mapped), and the
  *   freed blocks no longer counted live. Then the main thread allocates and frees as many again, intact.
+ *   With free-again, it frees the first thread's first block a second time once the segments are gone
+ *   instead: hakmem must report a double free and abort (the segment is among the latest given back).
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: exited_segments THREADS COUNT SIZE */
+ * Usage: exited_segments THREADS COUNT SIZE [free-again] */
 #define _GNU_SOURCE
 #include <dlfcn.h>
+#include <stdbool.h>
 #include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -60,9 +63,10 @@ static int check_blocks(const char *when) {
 static double mib(uint64_t b) { return (double)b / (1 << 20); }
 
 int main(int argc, char **argv) {
-  if (argc != 4 || (threads = strtoul(argv[1], NULL, 10)) == 0 || (count = strtoul(argv[2], NULL, 10)) == 0 ||
+  bool again = argc == 5 && strcmp(argv[4], "free-again") == 0;
+  if ((argc != 4 && !again) || (threads = strtoul(argv[1], NULL, 10)) == 0 || (count = strtoul(argv[2], NULL, 10)) == 0 ||
       (size = strtoul(argv[3], NULL, 10)) == 0)
-    return fprintf(stderr, "usage: exited_segments THREADS COUNT SIZE\n"), 2;
+    return fprintf(stderr, "usage: exited_segments THREADS COUNT SIZE [free-again]\n"), 2;
   stats_get_sized = (int (*)(struct hak_stats *, size_t))dlsym(RTLD_DEFAULT, "hak_stats_get_sized");
   if (stats_get_sized == NULL) return printf("skip: not running on hakmem\n"), 77;
   blocks = calloc(threads * count, sizeof *blocks);
@@ -105,6 +109,13 @@ int main(int argc, char **argv) {
     return fprintf(stderr, "FAIL: the exited threads' segments stayed committed\n"), 1;
   if (live_blocks(&after) + threads * count > live_blocks(&held))
     return fprintf(stderr, "FAIL: the freed blocks still count live\n"), 1;
+  if (again) {
+    printf("the segments are gone; freeing the first block again\n");
+    fflush(stdout);
+    char *first = blocks[0];
+    free(first);
+    return fprintf(stderr, "FAIL: the second free went unreported\n"), 1;
+  }
   for (size_t i = 0; i < threads * count; i++) {
     blocks[i] = malloc(size);
     if (blocks[i] != NULL) memset(blocks[i], pattern(i), size);
