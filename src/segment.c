@@ -395,7 +395,8 @@ static void purge_locked(hak_segment *seg, uint64_t now_ms, bool force) {
  * A full page holds no free block (its owner found none to hand out or carve, and a block in its class
  * cache counts as used), so the remote free that brings its remote count to `reserved` frees its last
  * block. A thread that exits leaves each page still holding live blocks in the full state too (notified:
- * there is no owner to tell), with those blocks as its target (orphan_target, hak_page_abandon_state): other threads that free them all
+ * there is no owner to tell), with those blocks as its target (orphan_target, hak_page_abandon_state):
+ * other threads that free them all
  * after it exited got the memory back only once some thread took the segment over, which one that
  * frees fewer than 64 blocks of it never does (ADOPT_AFTER_FREES: a thread that freed 100 MB of 256
  * KiB blocks an exited worker had written, then slept, kept all of it). The free that brings the count
