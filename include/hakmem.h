@@ -45,7 +45,8 @@ void *hak_reallocarray(void *ptr, size_t count, size_t size);
 /** Release a block from any hak_ or standard allocation function. NULL is ignored. A pointer that
  *  hakmem never returned is reported on stderr and the process aborts. */
 void hak_free(void *ptr);
-/** free() with the size the block was requested with (C23); a wrong size is detected in hardened builds. */
+/** free() with the size the block was requested with (C23). Hardened builds report a size larger than the
+ *  block's usable size and abort; a smaller wrong size is not detected (the class, not the request, is kept). */
 void hak_free_sized(void *ptr, size_t size);
 /** free() with the alignment and size the block was requested with (C23). */
 void hak_free_aligned_sized(void *ptr, size_t alignment, size_t size);
@@ -60,7 +61,9 @@ void *hak_aligned_calloc(size_t alignment, size_t count, size_t size);
 /** POSIX: store an allocation aligned to `alignment` (a power of two multiple of sizeof(void*)) in *out.
  *  Returns 0, EINVAL for a bad alignment or ENOMEM; *out is untouched on every error. */
 int hak_posix_memalign(void **out, size_t alignment, size_t size);
-/** Obsolete memalign: like aligned_alloc; alignments below 16 are raised to 16. */
+/** Obsolete memalign, as glibc's: the alignment is raised to 16 if below, and to the next power of two if
+ *  it is not one (no EINVAL for that); an alignment above 2^62 fails with ENOMEM, one above SIZE_MAX/2+1
+ *  (which no power of two can meet) with EINVAL. */
 void *hak_memalign(size_t alignment, size_t size);
 /** Page-aligned allocation of `size` bytes. */
 void *hak_valloc(size_t size);
@@ -154,10 +157,10 @@ struct hak_stats {
                                              (a thread that allocated for others and went to sleep) */
 };
 
-/** Fill the first `size` bytes of *out with current counters (merged from every thread): the fields of
- *  this library's struct hak_stats that fit, whole; bytes past the library's own struct are zeroed (a
- *  newer program on an older library reads zeroes for the fields the library does not know). Returns 0,
- *  or EINVAL if out is NULL. Call it through hak_stats_get. */
+/** Fill *out with current counters (merged from every thread), up to `size` bytes: the fields of this
+ *  library's struct hak_stats that fit whole in them (a field cut by `size` is left as it was); bytes past
+ *  the library's own struct are zeroed (a newer program on an older library reads zeroes for the fields
+ *  the library does not know). Returns 0, or EINVAL if out is NULL. Call it through hak_stats_get. */
 int hak_stats_get_sized(struct hak_stats *out, size_t size);
 /** Fill *out with current counters: hak_stats_get_sized(out, sizeof *out). Returns 0, or EINVAL if out
  *  is NULL. (Inline since 0.3.0. The exported symbol of this name, which programs built against 0.1.0

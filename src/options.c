@@ -146,7 +146,8 @@ void hak_options_init(void) {
   for (int i = 0; i < HAK_OPT_COUNT; i++)
     if (i != HAK_OPT_PROFILE && i != HAK_OPT_VERBOSE) read_env((enum hak_option)i);
   const char *secure = secure_getenv("HAKMEM_SECURE");
-  if (!HAK_SECURE && secure != NULL && strcmp(secure, "0") != 0) {
+  /* empty counts as unset, as in the launcher (tools/hakmem: ${HAKMEM_SECURE:-0}) */
+  if (!HAK_SECURE && secure != NULL && secure[0] != '\0' && strcmp(secure, "0") != 0) {
     static const char msg[] = "hakmem: HAKMEM_SECURE is set but this is the default build; hardened mode is "
                               "libhakmem-secure.so (hakmem run --secure)\n";
     hak_warn_raw(msg, sizeof msg - 1);

@@ -139,6 +139,17 @@ def test_option_value_refused(test_binary, run_plain, name, text):
     assert len(lines) == 1 and name in lines[0], "expected one warning line naming the variable" + describe(proc)
 
 
+@pytest.mark.parametrize("text, warns", [("", False), ("0", False), ("1", True), ("yes", True)])
+def test_hakmem_secure_on_the_default_build(test_binary, run_plain, text, warns):
+    """HAKMEM_SECURE set to anything but empty or 0 on the default library warns once that hardened mode
+    is the other library; empty counts as unset, as in the launcher (it used to warn there)."""
+    _, proc = read_options(test_binary, run_plain, {"HAKMEM_SECURE": text})
+    lines = [line for line in proc.stderr.splitlines() if "HAKMEM_SECURE" in line]
+    assert len(lines) == (1 if warns else 0), describe(proc)
+    if warns:
+        assert "libhakmem-secure.so" in lines[0], describe(proc)
+
+
 def test_verbose_prints_the_options_in_force(test_binary, run_plain):
     """HAKMEM_VERBOSE=2 prints one line at start with every option's value, symbolic where it has names."""
     env = {"HAKMEM_VERBOSE": "2", "HAKMEM_PURGE_MODE": "free", "HAKMEM_LARGE_CACHE_MB": "7", "HAKMEM_PROFILE": "lean"}
