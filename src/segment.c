@@ -773,14 +773,17 @@ void hak_segment_abandon(hak_heap *heap, hak_segment *seg) {
   else if (due != 0) hak_purger_note(due, held);
 }
 
+/* A thread takes `seg` off the abandoned list to adopt it (segs.lock held): counted reclaimed. */
+static void take_over_locked(hak_segment *seg) {
+  unabandon_locked(seg);
+  atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
+}
+
 hak_segment *hak_segment_reclaim_one(void) {
   if (atomic_load_explicit(&segs.abandoned_count, memory_order_relaxed) == 0) return NULL;
   pthread_mutex_lock(&segs.lock);
   hak_segment *seg = segs.abandoned;
-  if (seg != NULL) {
-    unabandon_locked(seg);
-    atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
-  }
+  if (seg != NULL) take_over_locked(seg);
   pthread_mutex_unlock(&segs.lock);
   return seg;
 }
@@ -788,10 +791,7 @@ hak_segment *hak_segment_reclaim_one(void) {
 bool hak_segment_reclaim(hak_segment *seg) {
   pthread_mutex_lock(&segs.lock);
   bool taken = seg->abandoned;
-  if (taken) {
-    unabandon_locked(seg);
-    atomic_fetch_add_explicit(&segs.reclaimed, 1, memory_order_relaxed);
-  }
+  if (taken) take_over_locked(seg);
   pthread_mutex_unlock(&segs.lock);
   return taken;
 }
