@@ -740,7 +740,7 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
   HAK_COUNT_N(heap->counters.slow_frees, 1);
   /* the head of free is a freed or a carved, never returned block; every block of a purged page was freed */
   if (page->used == 0 || block == page->free ||
-      (page->in_full && (atomic_load_explicit(&page->remote, memory_order_acquire) & REMOTE_STATE_MASK) == REMOTE_PURGED))
+      (page->in_full && hak_page_given_back(page)))
     hak_fatal("double free (or free of a block not allocated) detected of", block, page->size_class);
   hak_page_clear_fresh(page);
   hak_next_encode(page, block, page->free);

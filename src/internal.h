@@ -294,6 +294,12 @@ typedef struct hak_segment {
 
 _Static_assert(sizeof(hak_segment) <= HAK_SLICE_SIZE, "segment header must fit in slice 0");
 
+/* Whether the collection gave `page` back (REMOTE_PURGED: every block of it freed by other threads,
+ * orphaned pages in segment.c); acquire, so that the purge's writes come with it. */
+static inline bool hak_page_given_back(const hak_page *page) {
+  return (atomic_load_explicit(&((hak_page *)page)->remote, memory_order_acquire) & REMOTE_STATE_MASK) == REMOTE_PURGED;
+}
+
 typedef struct hak_page_queue {
   hak_page *first, *last;
 } hak_page_queue;

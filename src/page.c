@@ -273,7 +273,7 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
     /* every block of a page the collection gave back was freed, and its memory may be read-only zeroes
      * (mlockall): refused before the link is written (a review: a segfault, or a report only when the
      * chain went). A page with a chain waiting is not given back. */
-    if (unlikely((atomic_load_explicit(&page->remote, memory_order_relaxed) & REMOTE_STATE_MASK) == REMOTE_PURGED))
+    if (unlikely(hak_page_given_back(page)))
       hak_fatal("double free detected of", block, page->size_class);
     if (rb->page != NULL) flush_batch(heap, rb, true);
     rb->page = page;

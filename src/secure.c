@@ -78,8 +78,7 @@ static __attribute__((noreturn)) void report_bad_block(const hak_page *page, hak
     hak_fatal(not_ours, b, page->size_class);
   /* every block of a page the collection gave back was freed (orphaned pages, segment.c): its purge
    * cleared the canaries too (a review: reported as an overflow) */
-  bool given_back = (atomic_load_explicit(&page->remote, memory_order_acquire) & REMOTE_STATE_MASK) == REMOTE_PURGED;
-  if (!given_back && *hak_canary_word(page, b) != hak_canary(page, b))
+  if (!hak_page_given_back(page) && *hak_canary_word(page, b) != hak_canary(page, b))
     hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);
   hak_fatal(freeing ? "double free (or free of a block not allocated) detected of"
                     : "realloc or usable size of a freed block (use after free) at",

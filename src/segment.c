@@ -743,7 +743,7 @@ static bool release_if_emptied(hak_segment *seg) {
   if (!seg->abandoned || seg->used_pages == 0) return false;
   hak_page *page;
   for (unsigned at = 1; (page = hak_segment_next_page(seg, &at)) != NULL;)
-    if ((atomic_load_explicit(&page->remote, memory_order_relaxed) & REMOTE_STATE_MASK) != REMOTE_PURGED) return false;
+    if (!hak_page_given_back(page)) return false;
   for (unsigned at = 1; (page = hak_segment_next_page(seg, &at)) != NULL;) {
     hak_counter_add(&segs.used_slices, (uint64_t)0 - page->slice_count);
     seg->free_slices |= unset_page(seg, page);
