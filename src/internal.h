@@ -532,6 +532,9 @@ void hak_learned_delay_note_purged(hak_learned_delay *d, uint64_t now, uint64_t 
 /* Slices taken back at `now` (each interval from hak_learned_delay_interval): learns once a window's
  * takes reach the share (purge_delay.c). */
 void hak_learned_delay_note_slices(hak_learned_delay *d, uint64_t now, const hak_slices_taken *taken);
+/* The longest delay a tier may keep free memory for under the option in force: 32 times it, at most 10 s
+ * unless the option is longer; 0 when the option is 0 or -1. */
+uint64_t hak_learned_delay_ceiling(void);
 /* In a forked child: back to the option, and memory freed before `now` teaches nothing. */
 void hak_learned_delay_after_fork(hak_learned_delay *d, uint64_t now);
 

@@ -5,7 +5,8 @@
  * request that no cached mapping fits takes the nearest one (a larger one, or a smaller one of at least
  * half its size) and resizes it with mremap, its faulted-in pages coming along, rather than mapping
  * fresh memory beside a cache that keeps growing.
- * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay, or at once, oldest
+ * Cached mappings are purged (MADV_DONTNEED, or MADV_FREE) after the purge delay (a big one later: as
+ * long as faulting its pages in again would take, hold_ms), or at once, oldest
  * first, with MADV_DONTNEED, when what they may hold passes HAKMEM_LARGE_CACHE_MB (unmapped then under
  * MADV_FREE or locked memory); they are unmapped when the cache maps four times that (once where address
  * space is scarce) or reaches its entry limit, purged ones first, oldest first. The cache is
@@ -77,6 +78,27 @@ static struct {
 static hak_learned_delay learned_delay;
 
 static long large_delay(uint64_t now) { return hak_learned_delay_in_force(&learned_delay, now); }
+
+/* A cached mapping is kept unpurged at least as long as faulting its pages in again would take: about a
+ * millisecond for each MiB it may hold resident (a page fault cost about 4 us of system time on the AMD
+ * VM type the lab uses; 1,024 KiB is 256 of them). A block of a few MiB keeps the tier's delay; a big one
+ * that a program takes back soon after the delay no longer costs more than keeping it did. The lab's
+ * `realistic` there reuses its first 227 MB buffer about 150 ms after its free: under the 100 ms delay the
+ * purger gave it back first, and the third buffer faulted 56 K pages in again, 0.5 s against tcmalloc's
+ * 0.35 (docs/notes/2026-11-26-large-hold.md). At most the tier's learning ceiling (32 delays, 10 s). */
+#define HOLD_MS_SHIFT 20
+
+/* The hold in ms that mapping `h`'s resident pages earn it (the option's delay > 0). */
+static uint64_t hold_ms(const hak_large *h) {
+  uint64_t hold = (uint64_t)h->resident_end >> HOLD_MS_SHIFT, most = hak_learned_delay_ceiling();
+  return hold < most ? hold : most;
+}
+
+/* When cached mapping `h` falls due for its purge under a delay of `delay` ms (> 0). */
+static uint64_t due_ms(const hak_large *h, long delay) {
+  uint64_t hold = hold_ms(h);
+  return h->freed_ms + (hold > (uint64_t)delay ? hold : (uint64_t)delay);
+}
 
 void hak_large_lock(void) { pthread_mutex_lock(&large.lock); }
 void hak_large_unlock(void) { pthread_mutex_unlock(&large.lock); }
@@ -574,6 +596,7 @@ void hak_large_free(hak_large *h, void *p) {
   uint64_t now = hak_clock_ms(); /* kept here: once unlocked, h may be taken or unmapped by another thread */
   long delay = large_delay(now);
   h->freed_ms = now;
+  uint64_t due = due_ms(h, delay); /* h's own: the newest mapping's, but it may fall before older ones' */
   hak_large *evict = NULL, *purge = NULL;
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
   bool locked = hak_lock(&large.lock);
@@ -617,7 +640,7 @@ void hak_large_free(hak_large *h, void *p) {
     evict = next;
   }
   collect_at(false, now);
-  hak_purger_note(now + (uint64_t)delay, cached_bytes); /* delay > 0 here or the purger ignores it */
+  hak_purger_note(due, cached_bytes); /* delay > 0 here or the purger ignores it */
 }
 
 void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
@@ -625,8 +648,15 @@ void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
 uint64_t hak_large_purge_due(void) {
   long delay = large_delay(hak_clock_ms());
   if (delay <= 0 || atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return 0;
+  uint64_t due = 0;
   bool locked = hak_lock(&large.lock);
-  uint64_t due = large.fresh.tail != NULL ? large.fresh.tail->freed_ms + (uint64_t)delay : 0; /* the oldest */
+  /* oldest first: the first mapping that its size holds no longer than the delay is due before every
+   * newer one, and those before it are each held for their own size */
+  for (const hak_large *h = large.fresh.tail; h != NULL; h = h->prev) {
+    uint64_t at = due_ms(h, delay);
+    if (due == 0 || at < due) due = at;
+    if (at == h->freed_ms + (uint64_t)delay) break;
+  }
   hak_unlock(&large.lock, locked);
   return due;
 }
@@ -674,6 +704,7 @@ static void collect_at(bool force, uint64_t now) {
      * entries, and those whose purge was refused, move to the other list: the walk passes only due ones */
     for (hak_large *h = large.fresh.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
+      if (due_ms(h, delay) > now) continue; /* held for its size (hold_ms): the walk passes it */
       if (purge_cached_locked(h, lazy)) h->deadline_purged = true;
     }
   }

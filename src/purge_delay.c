@@ -41,6 +41,11 @@ static uint64_t learn_ceiling(long delay) {
   return most > (uint64_t)delay ? most : (uint64_t)delay;
 }
 
+uint64_t hak_learned_delay_ceiling(void) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  return delay > 0 ? learn_ceiling(delay) : 0;
+}
+
 long hak_learned_delay_in_force(hak_learned_delay *d, uint64_t now) {
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
   uint64_t learned = atomic_load_explicit(&d->ms, memory_order_relaxed);

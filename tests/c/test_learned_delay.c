@@ -21,8 +21,11 @@
  *          later: 13/10 of a delay after the first frees, the first are purged and the later ones still
  *          resident (a segment's deadline, its oldest slices', purged them all before), and 3 delays
  *          after, both.
+ *   held DELAY_MS: a 256 MiB block written, freed, and asked for again 4 delays later: kept for its size
+ *          (about 1 ms for each MiB resident, src/large.c hold_ms), it faults nothing in again; freed once
+ *          more, it goes back to the OS within 3 s all the same.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_learned_delay periodic|slices|sparse|share|ratchet|young DELAY_MS */
+ * Usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -107,6 +110,39 @@ static int check_sparse(long delay_ms) {
   printf("; kept %d times\n", kept);
   if (kept > 0)
     return fprintf(stderr, "FAIL sparse: a block reused only every 40 purge delays stayed resident\n"), 1;
+  return 0;
+}
+
+static int check_held(long delay_ms) {
+  enum { HELD_MIB = 256 };
+  size_t size = (size_t)HELD_MIB << 20;
+  long start = rss_kib();
+  char *block = malloc(size);
+  if (block == NULL) return fprintf(stderr, "FAIL held: malloc of %zu bytes\n", size), 1;
+  long f0 = minor_faults();
+  memset(block, 1, size);
+  long fresh = minor_faults() - f0;
+  free(block);
+  sleep_ms(4 * delay_ms);
+  block = malloc(size);
+  if (block == NULL) return fprintf(stderr, "FAIL held: malloc of %zu bytes again\n", size), 1;
+  f0 = minor_faults();
+  memset(block, 2, size);
+  long again = minor_faults() - f0;
+  free(block);
+  long waited = 0, above = 0;
+  for (; waited < 3000; waited += 10) {
+    above = rss_kib() - start;
+    if (above < (HELD_MIB << 10) / 2) break;
+    sleep_ms(10);
+  }
+  printf("held: faults %ld, then %ld after 4 delays; back to %ld KiB above the start %ld ms after the second free\n",
+         fresh, again, above, waited);
+  if (fresh < ((long)HELD_MIB << 8) / 32) return fprintf(stderr, "FAIL held: the first round faulted nothing in\n"), 1;
+  if (refaulted(again, fresh))
+    return fprintf(stderr, "FAIL held: a 256 MiB block asked for again 4 purge delays after its free was purged\n"), 1;
+  if (above >= (HELD_MIB << 10) / 2)
+    return fprintf(stderr, "FAIL held: a freed 256 MiB block stayed resident for 3 s\n"), 1;
   return 0;
 }
 
@@ -230,7 +266,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (argc != 3 || atol(argv[2]) <= 0) {
-    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young DELAY_MS\n");
+    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held DELAY_MS\n");
     return 2;
   }
   pthread_t t;
@@ -243,6 +279,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "share") == 0) return check_share(delay_ms);
   if (strcmp(argv[1], "ratchet") == 0) return check_ratchet(delay_ms);
   if (strcmp(argv[1], "young") == 0) return check_young(delay_ms);
-  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young DELAY_MS\n");
+  if (strcmp(argv[1], "held") == 0) return check_held(delay_ms);
+  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held DELAY_MS\n");
   return 2;
 }
