@@ -340,7 +340,8 @@ void hak_purger_after_fork_child(void) {
   int state = atomic_load_explicit(&purger.state, memory_order_relaxed);
   if (state == RUNNING) init_wake(); /* may be mid-wait */
   /* What the child inherited waiting for its deadlines (brought to at most one delay away by the segments
-   * and the large cache, whose handlers ran first): past the start size, the child asks for a purger of
+   * and the large cache, whose handlers ran first, but for big large blocks held for their size: hold_ms
+   * in large.c; the purger wakes for those when it runs): past the start size, the child asks for a purger of
    * its own, since its notes would not (what the parent freed before the fork was noted already, and a
    * child that frees little notes nothing: 200 MB its parent freed just before the fork stayed in the
    * child for good, docs/notes/2026-11-25-idle-empty-pages.md). It asks at its first allocation path
