@@ -736,6 +736,8 @@ typedef struct hak_large {
   size_t trimmed_bytes;   /* purged by a trim (hak_large_trim), not by its deadline: what it could hold
                            * then (resident_end); 0 otherwise */
   bool deadline_purged;   /* purged by its deadline (the tier's delay learns from its reuse: large.c) */
+  bool size_held;         /* cached while the cache held at most half its cap: kept past the delay for its
+                           * size (hold_ms in large.c) */
   struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
   struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE

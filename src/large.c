@@ -87,23 +87,24 @@ static long large_delay(uint64_t now) { return hak_learned_delay_in_force(&learn
  * free: under the 100 ms delay the purger gave it back first, and the third buffer faulted 56 K pages in
  * again, 0.5 s against tcmalloc's 0.35 (docs/notes/2026-11-26-large-hold.md). At most the tier's learning
  * ceiling (32 delays, 10 s), and only
- * - while the cache may hold at most half of HAKMEM_LARGE_CACHE_MB resident: past the cap, a free purges
- *   the oldest mappings itself, and a held 600 MiB block purged so by a free 300 ms later took that free
- *   52-81 ms, where the purger had given it back long before (a review);
+ * - if the cache held at most half of HAKMEM_LARGE_CACHE_MB, the mapping included, when it was freed
+ *   (decided then, so that later frees do not end the hold of a mapping already past the delay, which
+ *   their own collection would then purge): past the cap, a free purges the oldest mappings itself, and
+ *   a held 600 MiB block purged so by a free 300 ms later took that free 52-81 ms, where the purger had
+ *   given it back long before (a review);
  * - while the purger runs by the clock (not hak_purger_alone): a single-threaded program's trims bound what
  *   waits instead, and memory held past the delay went to a trim, whose refault raised the trims' bound to
  *   1 GiB of idle memory in a review's program (as it did for the learned delay, purge_delay.c). */
 #define HOLD_MS_SHIFT 20
 
-/* The hold in ms that mapping `h`'s resident pages earn it (the option's delay > 0; large.lock held). */
+/* The hold in ms that mapping `h`'s resident pages earn it (the option's delay > 0). */
 static uint64_t hold_ms(const hak_large *h) {
-  size_t cap = (size_t)hak_opts.value[HAK_OPT_LARGE_CACHE_MB] << 20;
-  if (large.resident > cap / 2 || hak_purger_alone()) return 0;
+  if (!h->size_held || hak_purger_alone()) return 0;
   uint64_t hold = (uint64_t)h->resident_end >> HOLD_MS_SHIFT, most = hak_learned_delay_ceiling();
   return hold < most ? hold : most;
 }
 
-/* When cached mapping `h` falls due for its purge under a delay of `delay` ms (> 0; large.lock held). */
+/* When cached mapping `h` falls due for its purge under a delay of `delay` ms (> 0). */
 static uint64_t due_ms(const hak_large *h, long delay) {
   uint64_t hold = hold_ms(h);
   return h->freed_ms + (hold > (uint64_t)delay ? hold : (uint64_t)delay);
@@ -609,6 +610,7 @@ void hak_large_free(hak_large *h, void *p) {
   bool lazy = hak_opts.value[HAK_OPT_PURGE_MODE] == 1;
   bool locked = hak_lock(&large.lock);
   cache_push_head(h);
+  h->size_held = large.resident <= cap / 2;
   uint64_t due = due_ms(h, delay); /* h's own: the newest mapping's, but it may fall before older ones' */
   while ((large.bytes > cap && large.bytes > mapped_cap(cap)) ||
          atomic_load_explicit(&large.count, memory_order_relaxed) > LARGE_CACHE_ENTRIES) {

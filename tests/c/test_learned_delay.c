@@ -24,8 +24,12 @@
  *   held DELAY_MS: a 256 MiB block written, freed, and asked for again 4 delays later: kept for its size
  *          (about 1 ms for each MiB resident, src/large.c hold_ms), it faults nothing in again; freed once
  *          more, it goes back to the OS within 3 s all the same.
+ *   held-on DELAY_MS: a 480 MiB block freed (held for its size: the cache holds under half its 1 GiB
+ *          cap), then 7 delays later a live 100 MiB block freed, which takes the cache past half its cap:
+ *          the first block is still resident right after (the second free did not end its hold and purge
+ *          it itself, as a first version did: 32-43 ms in that free), and both go back within 3 s.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held DELAY_MS */
+ * Usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held|held-on DELAY_MS */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <pthread.h>
@@ -143,6 +147,30 @@ static int check_held(long delay_ms) {
     return fprintf(stderr, "FAIL held: a 256 MiB block asked for again 4 purge delays after its free was purged\n"), 1;
   if (above >= (HELD_MIB << 10) / 2)
     return fprintf(stderr, "FAIL held: a freed 256 MiB block stayed resident for 3 s\n"), 1;
+  return 0;
+}
+
+static int check_held_on(long delay_ms) {
+  enum { FIRST_MIB = 480, SECOND_MIB = 100 };
+  size_t first = (size_t)FIRST_MIB << 20, second = (size_t)SECOND_MIB << 20;
+  long start = rss_kib();
+  char *a = malloc(first), *b = malloc(second);
+  if (a == NULL || b == NULL) return fprintf(stderr, "FAIL held-on: malloc\n"), 1;
+  memset(a, 1, first);
+  memset(b, 2, second);
+  free(a);
+  sleep_ms(7 * delay_ms);
+  free(b);
+  long after = rss_kib() - start, waited = 0, above = after;
+  for (; waited < 3000 && above >= (SECOND_MIB << 10); waited += 10) {
+    sleep_ms(10);
+    above = rss_kib() - start;
+  }
+  printf("held-on: %ld KiB above the start right after the second free; %ld KiB %ld ms later\n", after, above,
+         waited);
+  if (after < (FIRST_MIB << 10) * 9 / 10)
+    return fprintf(stderr, "FAIL held-on: the second free gave back the first block, held for its size\n"), 1;
+  if (above >= (SECOND_MIB << 10)) return fprintf(stderr, "FAIL held-on: the blocks stayed resident for 3 s\n"), 1;
   return 0;
 }
 
@@ -266,7 +294,7 @@ int main(int argc, char **argv) {
     return 77;
   }
   if (argc != 3 || atol(argv[2]) <= 0) {
-    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held DELAY_MS\n");
+    fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held|held-on DELAY_MS\n");
     return 2;
   }
   pthread_t t;
@@ -280,6 +308,7 @@ int main(int argc, char **argv) {
   if (strcmp(argv[1], "ratchet") == 0) return check_ratchet(delay_ms);
   if (strcmp(argv[1], "young") == 0) return check_young(delay_ms);
   if (strcmp(argv[1], "held") == 0) return check_held(delay_ms);
-  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held DELAY_MS\n");
+  if (strcmp(argv[1], "held-on") == 0) return check_held_on(delay_ms);
+  fprintf(stderr, "usage: test_learned_delay periodic|slices|sparse|share|ratchet|young|held|held-on DELAY_MS\n");
   return 2;
 }
