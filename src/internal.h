@@ -18,9 +18,10 @@
  * Every chunk of 4 MiB that contains blocks is registered in the pagemap (pagemap.h), so free() finds
  * the header of any pointer in O(1), and a pointer hakmem never returned is recognised as such.
  *
- * Thread heaps (heap.c): each thread has a heap, reached through one initial-exec TLS load. A heap has,
- * per size class, a queue of pages with free blocks and a list of full pages, and a direct table that
- * maps every request size up to 1040 bytes (in steps of 16) to the page currently used for its class.
+ * Thread heaps (heap.c; the pool they come from, heap_pool.c): each thread has a heap, reached through
+ * one initial-exec TLS load. A heap has, per size class, a queue of pages with free blocks and a list of
+ * full pages, and a direct table that maps every request size up to 1040 bytes (in steps of 16) to the
+ * page currently used for its class.
  *
  * Each page keeps three free lists:
  *   free        blocks ready to hand out (owner only, no atomics); the owner's frees go straight back
@@ -46,9 +47,9 @@
  * owner's `full_notified` mask, so the owner looks at its full pages again only when one of them has
  * something to give.
  *
- * Thread exit (heap.c): the class caches are emptied and the heap's pages collected; empty pages and
- * segments go back; segments that still hold live blocks are *abandoned* to a global list, with their
- * owner cleared. A thread that has freed 64 of their blocks *reclaims* the segment (page.c), and so does
+ * Thread exit (heap_pool.c's key destructor, heap.c's hak_heap_retire): the class caches are emptied
+ * and the heap's pages collected; empty pages and segments go back; segments that still hold live blocks
+ * are *abandoned* to a global list, with their owner cleared. A thread that has freed 64 of their blocks *reclaims* the segment (page.c), and so does
  * a heap that needs a new page.
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
@@ -400,7 +401,7 @@ struct hak_heap {
   struct hak_heap *next_all;           /* every heap ever made; heaps are recycled, never unmapped */
   bool in_use;
   /* The kernel thread id of the thread using the heap, so that a sweep can tell that the thread is gone
-   * although its key destructor never ran (heap.c, hak_heaps_sweep_dead); 0 where no sweep may take the
+   * although its key destructor never ran (heap_pool.c, hak_heaps_sweep_dead); 0 where no sweep may take the
    * heap (the late heap, a forked child's copies of the parent's other threads' heaps, a heap being
    * taken by a sweep). `pid`: the process that made it the thread's, so that a child made without the
    * fork handlers (_Fork, a raw clone) takes no heap of its parent's for gone. */
@@ -541,7 +542,7 @@ void hak_learned_delay_after_fork(hak_learned_delay *d, uint64_t now);
 /* Write a preformatted warning line to stderr unless HAKMEM_VERBOSE=0; no allocation. */
 void hak_warn_raw(const char *line, size_t len);
 
-/* ---- Heap (heap.c) ------------------------------------------------------------------------------- */
+/* ---- Heap (heap.c): what one heap does with its pages --------------------------------------------- */
 void *hak_alloc_slow(hak_heap *heap, size_t size, unsigned cls);
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block);
 /* Every HAK_PAGE_TICK_ALLOCS allocations from a page without a slow path (alloc.h): collect the page,
@@ -550,11 +551,39 @@ void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block);
 __attribute__((noinline, cold, returns_nonnull)) hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block);
 /* A slow event without a slow path: count it and run maintenance when due (the page and cache ticks). */
 void hak_heap_tick(hak_heap *heap);
+/* The size-to-entry tables of the direct table and the class caches (once, at init). */
+void hak_heap_init_tables(void);
+/* Empty queues, lists and counters: a heap as the pool hands it out. */
+void hak_heap_reset(hak_heap *heap);
+/* One allocation of class `cls` from `heap` through its slow path (the late heap's, under its lock);
+ * NULL when out of memory. */
+void *hak_heap_alloc_from(hak_heap *heap, unsigned cls);
+/* Give back what `heap` holds: its lists, empty pages and segments; segments with live blocks are
+ * abandoned to other threads. The heap is reset; the caller counts it exited and returns it to the pool. */
+void hak_heap_retire(hak_heap *heap);
+/* A collection of `heap` by the thread that may touch its pages: its owner, or for the late heap the
+ * holder of its lock. `force`: every page is looked at and every empty page and segment given back. */
+void hak_heap_collect(hak_heap *heap, bool force);
+void hak_heap_flush_counts(hak_heap *heap);
+
+/* ---- Heap pool (heap_pool.c): where heaps come from and go ------------------------------------------ */
+/* Set when this thread's heap filled the pool to where a sweep is due; its next slow allocation runs it
+ * (a sweep may start the purger thread, which a heap made inside free must not: see purger.c). */
+extern __thread bool hak_tls_sweep_due;
+/* The key destructor: the exiting thread's heap is retired and goes back to the pool. */
 void hak_heap_thread_done(void *heap);
 /* Threads whose heap is live (started and not exited). */
 uint64_t hak_heaps_live(void);
 void hak_heaps_init_key(void);
 hak_heap *hak_heap_for_thread(void);
+/* The calling thread, which has no heap, may not get one: its heap was retired at its exit, or it is in
+ * glibc's thread exit past its key destructors. Its allocations then go to hak_heaps_late_alloc. */
+bool hak_heap_thread_gone(void);
+/* An allocation of class `cls` from the one heap shared, under a mutex, by threads past their heap's
+ * retirement (a destructor of another key that runs after hakmem's); NULL with errno ENOMEM. */
+void *hak_heaps_late_alloc(unsigned cls);
+/* Whether `heap` is that shared late heap. */
+bool hak_heaps_is_late(const hak_heap *heap);
 /* The calling thread's heap, created if the thread has none and is not exiting; &hak_heap_empty
  * otherwise. Lets threads that only free count in plain per-thread counters, and gives a thread that
  * never allocated a heap to reclaim exited threads' memory into at hak_collect(true). */
@@ -602,7 +631,6 @@ void hak_page_init(hak_page *page, hak_segment *seg, unsigned slice, unsigned sl
                    uintptr_t canary_key, bool zeroed);
 void hak_page_collect(hak_heap *heap, hak_page *page);
 void hak_page_flush_counts(hak_heap *heap, hak_page *page);
-void hak_heap_flush_counts(hak_heap *heap);
 /* How many bytes of fresh blocks one extension carves (more means fewer slow paths, but touches
  * memory earlier). */
 #define HAK_EXTEND_BYTES ((size_t)16 << 10)

@@ -34,7 +34,7 @@
  * that thread, so each thread's exit wakes it to look again (hak_purger_thread_exited), and once no
  * thread with a heap is left it gives back the large cache and the cached segments at once and ends
  * (it stayed for the whole delay, up to an hour). That count must reach zero: a thread past its TSD
- * destructors gets no heap (heap.c, hak_heap_for_counting).
+ * destructors gets no heap (heap_pool.c, hak_heap_for_counting).
  * A forked child that inherits over the start size waiting for deadlines asks for its own at its first
  * allocation path a delay after the fork; any child asks when a note of its own does.
  *
