@@ -49,8 +49,8 @@
  *
  * Thread exit (heap_pool.c's key destructor, heap.c's hak_heap_retire): the class caches are emptied
  * and the heap's pages collected; empty pages and segments go back; segments that still hold live blocks
- * are *abandoned* to a global list, with their owner cleared. A thread that has freed 64 of their blocks *reclaims* the segment (page.c), and so does
- * a heap that needs a new page.
+ * are *abandoned* to a global list, with their owner cleared. A thread that has freed 64 of their blocks
+ * *reclaims* the segment (page.c), and so does a heap that needs a new page.
  *
  * Memory goes back to the OS in three places, always after the purge delay: free slices of a segment
  * (MADV_DONTNEED or MADV_FREE of the run), empty segments in the global segment cache (unmapped when
@@ -479,6 +479,8 @@ void hak_purger_note_growth(void);
  * if the program then makes no call: idle purging is on and hakmem holds more than the start size (the
  * purger runs or is asked for; or, in a lone program, its frees trim). */
 bool hak_purger_covers_idle(void);
+/* Whether the purger thread runs (a note then wakes it by its deadline). */
+bool hak_purger_running(void);
 /* Create the purger thread if a note asked for it. Only on allocation paths holding nothing (the top of
  * the small/medium slow path, the end of a large allocation) and at a thread's exit: pthread_create
  * allocates, and it takes glibc's stack-cache lock, under which glibc frees a dead thread's TLS, so never
@@ -579,8 +581,9 @@ hak_heap *hak_heap_for_thread(void);
 /* The calling thread, which has no heap, may not get one: its heap was retired at its exit, or it is in
  * glibc's thread exit past its key destructors. Its allocations then go to hak_heaps_late_alloc. */
 bool hak_heap_thread_gone(void);
-/* An allocation of class `cls` from the one heap shared, under a mutex, by threads past their heap's
- * retirement (a destructor of another key that runs after hakmem's); NULL with errno ENOMEM. */
+/* An allocation of class `cls` from the one heap shared, under a mutex, by threads that may not get a
+ * heap of their own (hak_heap_thread_gone: past their heap's retirement, or past glibc's key destructors
+ * without ever having had one); NULL with errno ENOMEM. */
 void *hak_heaps_late_alloc(unsigned cls);
 /* Whether `heap` is that shared late heap. */
 bool hak_heaps_is_late(const hak_heap *heap);
@@ -766,6 +769,8 @@ typedef struct hak_large {
   bool deadline_purged;   /* purged by its deadline (the tier's delay learns from its reuse: large.c) */
   bool size_held;         /* cached while the cache held at most half its cap: kept past the delay for its
                            * size (hold_ms in large.c) */
+  bool handed;            /* its hold ended by a free that took the cache past its cap: left to the purger,
+                           * which that free woke (large.c) */
   struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
   struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE

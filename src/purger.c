@@ -264,6 +264,8 @@ void hak_purger_note_merged(uint64_t due_ms) {
   if (state == RUNNING) tell(due_ms, state);
 }
 
+bool hak_purger_running(void) { return atomic_load_explicit(&purger.state, memory_order_acquire) == RUNNING; }
+
 bool hak_purger_covers_idle(void) {
   return idle_purging_on() &&
          atomic_load_explicit(&hak_os_counters.committed_bytes, memory_order_relaxed) > (int64_t)HAK_PURGER_START_BYTES;
