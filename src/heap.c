@@ -126,7 +126,7 @@ static void set_direct(hak_heap *heap, unsigned cls) {
   for (unsigned i = 0; i < DIRECT_SPAN_MAX; i++) heap->direct[first + i < last ? first + i : last] = page;
 }
 
-/* ---- Creation ------------------------------------------------------------------------------------ */
+/* ---- Reset -------------------------------------------------------------------------------------- */
 
 void hak_heap_reset(hak_heap *heap) {
   for (unsigned i = 0; i < HAK_DIRECT_COUNT; i++) heap->direct[i] = &hak_page_empty;
@@ -146,7 +146,7 @@ void hak_heap_reset(hak_heap *heap) {
   heap->work_pending = false;
   heap->segments = NULL;
   memset(heap->abandoned_seen, 0, sizeof heap->abandoned_seen);
-  memset(heap->remote_batch, 0, sizeof heap->remote_batch); /* sent by heap_retire before */
+  memset(heap->remote_batch, 0, sizeof heap->remote_batch); /* sent by hak_heap_retire before */
   heap->segment_count = 0;
   hak_class_cache_reset(heap);
 }

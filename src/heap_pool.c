@@ -36,8 +36,8 @@ static struct {
  * abandoned, since the thread's destructors are over. Blocks from it are freed through the remote path. */
 static struct {
   pthread_mutex_t lock;
-  /* written once under the lock; atomic because hak_heaps_is_late is read by find_page (heap.c) without the lock
-   * (a ThreadSanitizer report, harmless on x86 but a data race in C11) */
+  /* written once under the lock; atomic because hak_heaps_is_late reads it without the lock, for
+   * find_page (heap.c) (a ThreadSanitizer report, harmless on x86 but a data race in C11) */
   _Atomic(hak_heap *) heap;
 } late = {.lock = PTHREAD_MUTEX_INITIALIZER};
 
@@ -112,7 +112,8 @@ static hak_heap *heap_acquire(pid_t pid, pid_t tid, bool *sweep) {
   pthread_mutex_unlock(&heaps.lock);
   if (heap == NULL) return NULL;
   hak_heap_reset(heap);
-  heap->random = (uint64_t)(uintptr_t)heap ^ (hak_clock_ms() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)__builtin_ia32_rdtsc();
+  heap->random =
+      (uint64_t)(uintptr_t)heap ^ (hak_clock_ms() * 0x9e3779b97f4a7c15ull) ^ (uint64_t)__builtin_ia32_rdtsc();
   return heap;
 }
 
@@ -162,7 +163,9 @@ void *hak_heaps_late_alloc(unsigned cls) {
   return p;
 }
 
-bool hak_heaps_is_late(const hak_heap *heap) { return heap == atomic_load_explicit(&late.heap, memory_order_relaxed); }
+bool hak_heaps_is_late(const hak_heap *heap) {
+  return heap == atomic_load_explicit(&late.heap, memory_order_relaxed);
+}
 
 bool hak_heap_thread_gone(void) { return tls_heap_done || thread_past_destructors(); }
 
