@@ -156,50 +156,46 @@ static int check_held(long delay_ms) {
   return 0;
 }
 
-static int check_held_on(long delay_ms) {
-  enum { FIRST_MIB = 480, SECOND_MIB = 100 };
-  size_t first = (size_t)FIRST_MIB << 20, second = (size_t)SECOND_MIB << 20;
+/* A block of `first_mib` and one of `second_mib` written; the first freed, and the second 7 delays later.
+ * Returns the KiB above the start right after the second free in *after, then waits up to 3 s for the
+ * resident memory above the start to fall under `below_kib`: what it is then in *above, the ms waited in
+ * *waited. Prints the first block's address and the process id first. 1 if a malloc failed. */
+static int two_frees(const char *name, size_t first_mib, size_t second_mib, long delay_ms, long below_kib,
+                     long *after, long *above, long *waited) {
+  size_t first = first_mib << 20, second = second_mib << 20;
   long start = rss_kib();
   char *a = malloc(first), *b = malloc(second);
-  if (a == NULL || b == NULL) return fprintf(stderr, "FAIL held-on: malloc\n"), 1;
+  if (a == NULL || b == NULL) return fprintf(stderr, "FAIL %s: malloc\n", name), 1;
   memset(a, 1, first);
   memset(b, 2, second);
-  free(a);
-  sleep_ms(7 * delay_ms);
-  free(b);
-  long after = rss_kib() - start, waited = 0, above = after;
-  for (; waited < 3000 && above >= (SECOND_MIB << 10); waited += 10) {
-    sleep_ms(10);
-    above = rss_kib() - start;
-  }
-  printf("held-on: %ld KiB above the start right after the second free; %ld KiB %ld ms later\n", after, above,
-         waited);
-  if (after < (FIRST_MIB << 10) * 9 / 10)
-    return fprintf(stderr, "FAIL held-on: the second free gave back the first block, held for its size\n"), 1;
-  if (above >= (SECOND_MIB << 10)) return fprintf(stderr, "FAIL held-on: the blocks stayed resident for 3 s\n"), 1;
-  return 0;
-}
-
-static int check_held_cap(long delay_ms) {
-  enum { FIRST_MIB = 400, SECOND_MIB = 700 };
-  size_t first = (size_t)FIRST_MIB << 20, second = (size_t)SECOND_MIB << 20;
-  long start = rss_kib();
-  char *a = malloc(first), *b = malloc(second);
-  if (a == NULL || b == NULL) return fprintf(stderr, "FAIL held-cap: malloc\n"), 1;
-  memset(a, 1, first);
-  memset(b, 2, second);
-  printf("held-cap: first block %p in process %ld\n", (void *)a, (long)getpid());
+  printf("%s: first block %p in process %ld\n", name, (void *)a, (long)getpid());
   fflush(stdout);
   free(a);
   sleep_ms(7 * delay_ms);
   free(b);
-  long waited = 0, above = rss_kib() - start;
-  for (; waited < 3000 && above >= ((long)SECOND_MIB << 10) + (50 << 10); waited += 10) {
+  *after = *above = rss_kib() - start;
+  for (*waited = 0; *waited < 3000 && *above >= below_kib; *waited += 10) {
     sleep_ms(10);
-    above = rss_kib() - start;
+    *above = rss_kib() - start;
   }
-  printf("held-cap: %ld KiB above the start %ld ms after the second free\n", above, waited);
-  if (above >= ((long)SECOND_MIB << 10) + (50 << 10))
+  printf("%s: %ld KiB above the start right after the second free; %ld KiB %ld ms later\n", name, *after,
+         *above, *waited);
+  return 0;
+}
+
+static int check_held_on(long delay_ms) {
+  long after, above, waited;
+  if (two_frees("held-on", 480, 100, delay_ms, 100 << 10, &after, &above, &waited) != 0) return 1;
+  if (after < (480 << 10) * 9 / 10)
+    return fprintf(stderr, "FAIL held-on: the second free gave back the first block, held for its size\n"), 1;
+  if (above >= (100 << 10)) return fprintf(stderr, "FAIL held-on: the blocks stayed resident for 3 s\n"), 1;
+  return 0;
+}
+
+static int check_held_cap(long delay_ms) {
+  long after, above, waited, below = (700 << 10) + (50 << 10);
+  if (two_frees("held-cap", 400, 700, delay_ms, below, &after, &above, &waited) != 0) return 1;
+  if (above >= below)
     return fprintf(stderr, "FAIL held-cap: the first block stayed resident for 3 s past the cap\n"), 1;
   return 0;
 }
