@@ -769,8 +769,6 @@ typedef struct hak_large {
   bool deadline_purged;   /* purged by its deadline (the tier's delay learns from its reuse: large.c) */
   bool size_held;         /* cached while the cache held at most half its cap: kept past the delay for its
                            * size (hold_ms in large.c) */
-  bool handed;            /* its hold ended by a free that took the cache past its cap: left to the purger,
-                           * which that free woke (large.c) */
   struct hak_large *next, *prev;         /* in the cache's list of unpurged or of purged mappings */
   struct hak_large *bin_next, *bin_prev; /* in the cache's list of mappings of its size bin */
 #if HAK_SECURE

@@ -93,8 +93,9 @@ static long large_delay(uint64_t now) { return hak_learned_delay_in_force(&learn
  *   a held 600 MiB block purged so by a free 300 ms later took that free 52-81 ms, where the purger had
  *   given it back long before (a review). A free that takes the cache past its cap all the same (a held
  *   400 MiB block, then a 700 MiB free) ends the holds of those past the delay and leaves them to the
- *   purger, which it wakes at once (h->handed; the cache holds more than its cap until then): purged by
- *   that free itself, they took it 41-55 ms (a second review);
+ *   purger, which it wakes at once (the cache holds more than its cap until then): purged by that free
+ *   itself, they took it 41-55 ms (a second review). While the purger runs, frees leave every deadline
+ *   purge to it (hak_large_free);
  * - while the purger runs by the clock (not hak_purger_alone): a single-threaded program's trims bound what
  *   waits instead, and memory held past the delay went to a trim, whose refault raised the trims' bound to
  *   1 GiB of idle memory in a review's program (as it did for the learned delay, purge_delay.c). */
@@ -254,7 +255,6 @@ static void cache_push_head(hak_large *h) {
   h->purge_refused = false;
   h->trimmed_bytes = 0;
   h->deadline_purged = false;
-  h->handed = false;
   HAK_COUNT_N(large.unpurged, 1);
   HAK_COUNT_N(large.unpurged_bytes, h->resident_end);
 }
@@ -580,7 +580,7 @@ size_t hak_large_usable_claim(hak_large *h) {
 #endif
 }
 
-static void collect_at(bool force, uint64_t now, bool in_free);
+static void collect_at(bool force, uint64_t now);
 static bool purge_cached_locked(hak_large *h, bool lazy);
 
 void hak_large_bad_pointer(const hak_large *h, const void *p, bool freeing) {
@@ -629,13 +629,12 @@ void hak_large_free(hak_large *h, void *p) {
    * With MADV_FREE (which leaves the pages counted) mappings are unmapped instead, purged and refused ones
    * first, as they are when locked memory refuses the purge */
   bool hand_over = !lazy && delay > 0 && hak_purger_running();
-  size_t handed = 0; /* what the mappings left to the purger hold (h->handed) */
+  size_t handed = 0; /* what the mappings left to the purger hold */
   hak_large *oldest = large.fresh.tail;
   while (large.resident - handed > cap) {
     hak_large *old = oldest;
     if (hand_over && old != NULL && old != h && old->size_held && old->freed_ms + (uint64_t)delay <= now) {
       old->size_held = false; /* due now */
-      old->handed = true;
       handed += old->resident_end;
       oldest = old->prev;
       continue;
@@ -665,11 +664,13 @@ void hak_large_free(hak_large *h, void *p) {
     large_unmap(evict);
     evict = next;
   }
-  collect_at(false, now, true);
+  /* while the purger runs, deadline purges are its work, not a free's: a free that came first took as
+   * long as the madvise, tens of ms for a big block */
+  if (!hak_purger_running()) collect_at(false, now);
   hak_purger_note(handed > 0 ? now : due, cached_bytes); /* delay > 0 here or the purger ignores it */
 }
 
-void hak_large_collect(bool force) { collect_at(force, hak_clock_ms(), false); }
+void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
 
 uint64_t hak_large_purge_due(void) {
   long delay = large_delay(hak_clock_ms());
@@ -711,9 +712,8 @@ static bool purge_cached_locked(hak_large *h, bool lazy) {
   return h->purged;
 }
 
-/* hak_large_collect with the clock already read (a free has just read it: `in_free`, which passes the
- * mappings left to the purger). */
-static void collect_at(bool force, uint64_t now, bool in_free) {
+/* hak_large_collect with the clock already read (a free has just read it). */
+static void collect_at(bool force, uint64_t now) {
   if (!force && atomic_load_explicit(&large.unpurged, memory_order_relaxed) == 0) return;
   long delay = large_delay(now);
   if (!force && delay < 0) return;
@@ -731,7 +731,7 @@ static void collect_at(bool force, uint64_t now, bool in_free) {
      * entries, and those whose purge was refused, move to the other list: the walk passes only due ones */
     for (hak_large *h = large.fresh.tail, *prev; h != NULL && h->freed_ms + (uint64_t)delay <= now; h = prev) {
       prev = h->prev;
-      if (due_ms(h, delay) > now || (in_free && h->handed)) continue; /* held for its size, or the purger's */
+      if (due_ms(h, delay) > now) continue; /* held for its size (hold_ms): the walk passes it */
       if (purge_cached_locked(h, lazy)) h->deadline_purged = true;
     }
   }
