@@ -11,7 +11,8 @@
  * MADV_FREE or locked memory); they are unmapped when the cache maps four times that (once where address
  * space is scarce) or reaches its entry limit, purged ones first, oldest first. The cache is
  * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
- * Realloc grows in place or moves the pages with mremap instead of copying. */
+ * Realloc grows in place or moves the pages with mremap instead of copying; calloc from a cached mapping
+ * zeroes only the pages its last blocks left resident (zero_block). */
 #include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -502,6 +503,43 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
 #endif
 }
 
+/* Pages of a block zeroed per mincore call (zero_block): 4 MiB, its vector on the stack. */
+#define ZERO_WINDOW_PAGES 1024
+
+/* calloc from a cached mapping: zero the block's `size` bytes at `user`. What lies at or past `dirty_end`
+ * from the header (the mapping's resident_end before this block) is zero already: no block reached it
+ * since the mapping was made or last released with MADV_DONTNEED. Below it, the pages a block touched are
+ * resident, and memset is the cheap way to zero them; the others (never touched, reclaimed after
+ * MADV_FREE, or swapped out, which mincore does not count as resident either) get MADV_DONTNEED, which
+ * zeroes them without faulting anything in. A plain memset of a 256 MiB block whose last user touched a
+ * few pages faulted in all 65,536 (four rounds: 264 MiB resident and 0.25 s, against glibc's 1.5 MiB and
+ * 3 ms; tests/c/test_large.c, `calloc_sparse`). */
+static void zero_block(hak_large *h, uint8_t *user, size_t size, size_t dirty_end) {
+  size_t off = (size_t)(user - (uint8_t *)h);
+  if (dirty_end <= off) return;
+  size_t len = dirty_end - off < size ? dirty_end - off : size;
+  unsigned char vec[ZERO_WINDOW_PAGES];
+  for (size_t done = 0; done < len;) {
+    size_t window = len - done < ZERO_WINDOW_PAGES * HAK_OS_PAGE ? len - done : ZERO_WINDOW_PAGES * HAK_OS_PAGE;
+    uint8_t *at = user + done;
+    size_t pages = (window + HAK_OS_PAGE - 1) / HAK_OS_PAGE; /* the last one may end past `size`: still
+                                                                * the block's, below dirty_end */
+    if (hak_os_resident(at, pages * HAK_OS_PAGE, vec) != 0) {
+      memset(at, 0, window);
+    } else {
+      for (size_t i = 0, j; i < pages; i = j) {
+        bool resident = vec[i] & 1;
+        for (j = i + 1; j < pages && (bool)(vec[j] & 1) == resident; j++) {}
+        uint8_t *from = at + i * HAK_OS_PAGE;
+        size_t run = j == pages ? window - i * HAK_OS_PAGE : (j - i) * HAK_OS_PAGE;
+        /* locked pages refuse the madvise, but they are resident */
+        if (resident || hak_os_advise(from, (j - i) * HAK_OS_PAGE, MADV_DONTNEED) != 0) memset(from, 0, run);
+      }
+    }
+    done += window;
+  }
+}
+
 void *hak_large_alloc(size_t size, size_t align, bool zero) {
   hak_init();
   size_t off = user_offset(align);
@@ -545,9 +583,10 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
     return NULL;
   }
   h->cached = 0;
+  size_t dirty_end = h->resident_end;
   block_reaches(h, reach);
   errno = saved_errno;
-  if (zero && !h->zero) memset(user, 0, size);
+  if (zero && !h->zero) zero_block(h, user, size, dirty_end);
   h->zero = false;
 #if HAK_SECURE
   arm_canaries(h, size);

@@ -14,7 +14,8 @@ sleeps, the pages a thread's burst of frees emptied, given back while it sleeps,
 blocks other threads freed, given back while their owner sleeps (and taken back by it intact, also
 while the collection races it: tests/c/orphans_mt.c), remote frees of small blocks that wait in the
 freeing thread only a little and not for long, calloc that leaves fresh memory untouched and always reads
-as zeroes (also with every purge at once, MADV_DONTNEED or MADV_FREE), and what a parent freed just before a fork, given back in
+as zeroes (also with every purge at once, MADV_DONTNEED or MADV_FREE), a large calloc from a cached
+mapping that faults in no page its last block left untouched, and what a parent freed just before a fork, given back in
 the child."""
 import pytest
 
@@ -103,6 +104,19 @@ def test_calloc_reads_zeroes_when_every_purge_comes_at_once(run_program, variant
     proc = run_program("test_reclaim", variant, args=("calloc",), env=env, timeout=120)
     assert proc.returncode == 0, describe(proc)
     assert "calloc: every block read as zeroes" in proc.stdout, describe(proc)
+
+
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+@pytest.mark.parametrize("env", [{}, {"HAKMEM_PURGE_MODE": "free"}, {"HAKMEM_PURGE_DELAY_MS": "0"}],
+                         ids=["default", "lazy-purge", "no-delay"])
+def test_a_large_calloc_zeroes_only_what_its_mapping_held(run_program, variant, env):
+    """A large calloc served by a cached mapping reads as zeroes whatever the last block wrote (all of it,
+    one byte a MiB, every other page, an odd size, more than the request), and zeroing it faults in no
+    page that no block touched: 128 MiB after one byte a MiB stays within 8 MiB more resident (a memset
+    of the whole block added 128 MiB)."""
+    proc = run_program("test_reclaim", variant, args=("calloc-large",), env=env, timeout=120)
+    assert proc.returncode == 0, describe(proc)
+    assert "calloc-large: every block read as zeroes" in proc.stdout, describe(proc)
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])

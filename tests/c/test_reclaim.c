@@ -63,6 +63,10 @@
  *   calloc: 800 callocs of 300,000 bytes, one byte written in each, leave well under 32 MiB resident (fresh
  *           memory is not written over); every calloc reads as zeroes, of fresh blocks, of blocks the
  *           program wrote and freed, of blocks another thread freed, and after a collection purged them;
+ *   calloc-large: a 128 MiB calloc from a cached mapping whose last block wrote one byte a MiB faults in
+ *           no other page (a memset of the whole block faulted in all of them); every large calloc reads as
+ *           zeroes after full, sparse and every-other-page writes, at an odd size, from a larger mapping,
+ *           and after a collection;
  *   fork-inherited, fork-inherited-threads: a worker frees 128 MiB of 256 KiB blocks and the main thread
  *           forks at once; the child allocates a small block at once and another after the purge delay
  *           (500 ms), then sleeps (the second case creates a thread first): what the parent freed is given
@@ -76,7 +80,7 @@
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
  *        orphaned|abandoned|abandoned-double-free SIZE [mlock]|batched|calloc|fork-inherited|fork-inherited-threads|
- *        refused|pthread-exit */
+ *        refused|pthread-exit|calloc-large */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -1436,6 +1440,75 @@ static int check_calloc(void) {
   return 0;
 }
 
+/* ---- calloc-large: a large calloc from a cached mapping zeroes what its last block touched only --------- */
+
+enum { SPARSE_MIB = 128, SPARSE_PAGE = 4096 };
+
+/* The first byte of p[0, n) that is not zero, or -1. Reading untouched memory maps the zero page: no RSS. */
+static long first_nonzero(const unsigned char *p, size_t n) {
+  for (size_t i = 0; i < n; i++)
+    if (p[i] != 0) return (long)i;
+  return -1;
+}
+
+/* Leave a freed large block of `size` in the cache, written every `step` bytes in runs of `run` (step 0:
+ * in full). With `fresh`, the cache is emptied first, so that the block gets memory no block touched. */
+static int leave_written(const char *what, size_t size, size_t step, size_t run, bool fresh) {
+  if (fresh) collect(true);
+  unsigned char *p = malloc(size);
+  if (p == NULL) return fprintf(stderr, "FAIL calloc-large: %s: malloc(%zu)\n", what, size), 1;
+  if (step == 0) memset(p, 0x5a, size);
+  for (size_t at = 0; step != 0 && at < size; at += step) memset(p + at, 0x5a, at + run <= size ? run : size - at);
+  free(p);
+  return 0;
+}
+
+/* calloc(size): it must read as zeroes; *grown is what the calloc itself added to RSS (reading untouched
+ * memory maps the zero page, which adds none). The block is written in full and freed. */
+static int calloc_zeroed(const char *what, size_t size, long *grown) {
+  long before = rss_kib();
+  unsigned char *p = calloc(1, size);
+  if (p == NULL) return fprintf(stderr, "FAIL calloc-large: %s: calloc(1, %zu)\n", what, size), 1;
+  *grown = rss_kib() - before;
+  long bad = first_nonzero(p, size);
+  if (bad >= 0) return fprintf(stderr, "FAIL calloc-large: %s: byte %ld of %zu is not zero\n", what, bad, size), 1;
+  memset(p, 0xa5, size);
+  free(p);
+  return 0;
+}
+
+static int check_calloc_large(void) {
+  const size_t big = (size_t)SPARSE_MIB << 20;
+  long grown;
+  /* written in full: the calloc zeroes every byte (resident: memset) */
+  if (leave_written("full", big, 0, 0, true) != 0 || calloc_zeroed("after a full write", big, &grown) != 0) return 1;
+  /* one byte a MiB: the calloc zeroes those pages and faults in no other */
+  if (leave_written("sparse", big, 1 << 20, 1, true) != 0 || calloc_zeroed("after a sparse write", big, &grown) != 0)
+    return 1;
+  printf("calloc-large: a %d MiB calloc after a block that wrote one byte a MiB: %ld KiB more resident\n",
+         SPARSE_MIB, grown);
+  if (grown > 8 << 10)
+    return fprintf(stderr, "FAIL calloc-large: the calloc faulted in pages no block had touched (%ld KiB)\n", grown), 1;
+  /* every other page (a run per page), then the same mapping again, now written in full by the check */
+  if (leave_written("every other page", big, 2 * SPARSE_PAGE, SPARSE_PAGE, true) != 0 ||
+      calloc_zeroed("after every other page", big, &grown) != 0 || calloc_zeroed("again", big, &grown) != 0)
+    return 1;
+  printf("calloc-large: after every other page: %ld KiB more resident\n", grown);
+  /* an end that is not page-aligned; a smaller request from a larger mapping written in full */
+  const size_t odd = ((size_t)5 << 20) + 123;
+  if (leave_written("odd size", odd, 0, 0, true) != 0 || calloc_zeroed("odd size", odd, &grown) != 0 ||
+      leave_written("8 MiB", (size_t)8 << 20, 0, 0, true) != 0 ||
+      calloc_zeroed("7 MiB from an 8 MiB mapping", (size_t)7 << 20, &grown) != 0)
+    return 1;
+  /* after a collection (MADV_DONTNEED, or under HAKMEM_PURGE_MODE=free lazily: the contents may stay) */
+  if (leave_written("collected", big, 0, 0, true) != 0) return 1;
+  collect(true);
+  if (calloc_zeroed("after a collection", big, &grown) != 0) return 1;
+  printf("calloc-large: every block read as zeroes (written in full, sparsely, every other page, odd sizes, "
+         "a smaller request, after a collection)\n");
+  return 0;
+}
+
 /* ---- fork-inherited: a forked child gives back what its parent freed just before the fork ------------ */
 
 enum { INHERITED_BLOCKS = 512, INHERITED_SIZE = 256 << 10 };
@@ -1709,6 +1782,7 @@ int main(int argc, char **argv) {
     return check_abandoned_double_free(strtoul(argv[2], NULL, 10), argc == 4 && strcmp(argv[3], "mlock") == 0);
   if (argc == 2 && strcmp(argv[1], "batched") == 0) return check_batched();
   if (argc == 2 && strcmp(argv[1], "calloc") == 0) return check_calloc();
+  if (argc == 2 && strcmp(argv[1], "calloc-large") == 0) return check_calloc_large();
   if (argc == 2 && strcmp(argv[1], "fork-inherited") == 0) return check_fork_inherited(false);
   if (argc == 2 && strcmp(argv[1], "fork-inherited-threads") == 0) return check_fork_inherited(true);
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
@@ -1718,6 +1792,6 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
   fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|trim-first-pages|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|calloc|fork-inherited|fork-inherited-threads|refused|\n"
-          "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel\n");
+          "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel|calloc-large\n");
   return 2;
 }
