@@ -62,7 +62,10 @@
  * a burst its frees trimmed keeps that much once idle (up to 1 GiB per tier). Trims also run in a
  * program with threads until the purger runs: memory freed between the first pthread_create and the next
  * allocation waited for good otherwise. */
+#include <errno.h>
 #include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
 #include "sync.h"
 
@@ -125,9 +128,27 @@ static bool may_end(void) {
   return end;
 }
 
+/* A heap made by a thread's first allocation in glibc's last round of key destructors never sees its
+ * destructor run, so it counts as live until a sweep (heap_pool.c, hak_heaps_sweep_dead) finds its thread
+ * gone. With one such heap, a process whose main thread left through pthread_exit never ended: the purger
+ * waited for good, blocking every signal, so that only SIGKILL ended it (a hunt's reproducer). So with no
+ * deadline the purger sweeps before it waits, and while it waits, at intervals from SWEEP_WAIT_FIRST_MS
+ * doubling up to SWEEP_WAIT_MAX_MS (one tgkill per heap in use); the main thread's exit wakes it at once
+ * (hak_purger_thread_exited). */
+#define SWEEP_WAIT_FIRST_MS 1000u
+#define SWEEP_WAIT_MAX_MS 8000u
+
+/* hak_heaps_sweep_dead from the purger, which holds purger.lock: a retired heap's exit takes it. */
+static void sweep_unlocked(void) {
+  pthread_mutex_unlock(&purger.lock);
+  hak_heaps_sweep_dead();
+  pthread_mutex_lock(&purger.lock);
+}
+
 static void *purger_main(void *arg) {
   hak_os_name_this_thread("hakmem-purger");
   pthread_mutex_lock(&purger.lock);
+  uint32_t sweep_wait_ms = 0; /* 0: sweep before the next untimed wait */
   for (;;) {
     /* A thread that stayed would keep alive a process whose main thread left through pthread_exit, and
      * that waits for its last thread: with no thread with a heap left, give back now what waits for a
@@ -141,7 +162,18 @@ static void *purger_main(void *arg) {
     }
     if (purger.due_ms == 0) {
       if (!worth_waiting() && may_end()) break;
-      pthread_cond_wait(&purger.wake, &purger.lock); /* until a note, or a thread's exit */
+      if (sweep_wait_ms == 0) {
+        sweep_unlocked();
+        sweep_wait_ms = SWEEP_WAIT_FIRST_MS;
+        continue; /* it may have left no thread with a heap */
+      }
+      struct timespec until = hak_os_deadline_in(sweep_wait_ms);
+      if (pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == ETIMEDOUT) { /* until a note, or an exit */
+        sweep_unlocked();
+        sweep_wait_ms = sweep_wait_ms * 2 < SWEEP_WAIT_MAX_MS ? sweep_wait_ms * 2 : SWEEP_WAIT_MAX_MS;
+      } else {
+        sweep_wait_ms = 0;
+      }
       continue;
     }
     uint64_t due = purger.due_ms;
@@ -326,9 +358,12 @@ void hak_purger_start_pending(void) {
 }
 
 void hak_purger_thread_exited(void) {
-  /* the only change an exit makes to the purger's choice is to leave no thread with a heap; the state is
-   * tested under the lock, where it is settled */
-  if (hak_heaps_live() != 0 || atomic_load_explicit(&purger.state, memory_order_acquire) == FAILED) return;
+  /* the only change an exit makes to the purger's choice is to leave no thread with a heap, or only heaps
+   * of threads gone without their destructor (purger_main), which a sweep finds once the main thread has
+   * left; the state is tested under the lock, where it is settled */
+  if ((hak_heaps_live() != 0 && syscall(SYS_gettid) != getpid()) ||
+      atomic_load_explicit(&purger.state, memory_order_acquire) == FAILED)
+    return;
   pthread_mutex_lock(&purger.lock); /* so the signal cannot fall between its test and its wait */
   if (atomic_load_explicit(&purger.state, memory_order_relaxed) == RUNNING) pthread_cond_signal(&purger.wake);
   pthread_mutex_unlock(&purger.lock);

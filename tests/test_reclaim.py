@@ -72,13 +72,16 @@ def test_thread_with_sigcancel_blocked_keeps_its_heap(run_program, variant):
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["pthread-exit", "long-delay", "pthread-exit-locked", "dying-frees"])
+@pytest.mark.parametrize("case", ["pthread-exit", "long-delay", "pthread-exit-locked", "dying-frees",
+                                  "pthread-exit-round4", "pthread-exit-round4-later"])
 def test_process_ends_after_pthread_exit(run_program, variant, case):
     """A process whose main thread calls pthread_exit ends with its last thread: the purger and the region
     release thread must end once idle (before, the process hung for good, with SIGTERM blocked). Also with
     a purge deadline 20 s away (the purger waited for it), with every purge refused (it retried for good),
     and after exiting threads freed blocks past their TSD destructors (each got a heap that stayed live
-    for good, and the purger waited for those threads)."""
+    for good, and the purger waited for those threads), and after a thread whose first allocation came in
+    its last round of key destructors ended, before the main thread left or after (its heap counted as
+    live, and the purger waited for good)."""
     env = {"HAKMEM_BACKGROUND_PURGE": "1", "HAKMEM_PURGE_DELAY_MS": "20000" if case == "long-delay" else "200"}
     program_case = "pthread-exit" if case == "long-delay" else case
     proc = run_program("test_reclaim", variant, args=(program_case,), env=env, timeout=30 if case == "dying-frees" else 10)

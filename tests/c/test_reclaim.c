@@ -77,10 +77,13 @@
  *   pthread-exit: the main thread leaves through pthread_exit after a worker freed enough large blocks
  *           to start the purger and a region to start the region release thread: the process must end
  *           (it lives until its last thread ends, so neither background thread may stay for good).
+ *   pthread-exit-round4, pthread-exit-round4-later: the same after a thread whose first allocation came
+ *           in its last round of key destructors ended, before main left or after: its heap, which no
+ *           destructor gives back, must not keep the purger waiting for good;
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
  * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
  *        orphaned|abandoned|abandoned-double-free SIZE [mlock]|batched|calloc|fork-inherited|fork-inherited-threads|
- *        refused|pthread-exit|calloc-large */
+ *        refused|pthread-exit|pthread-exit-round4|pthread-exit-round4-later|calloc-large */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <dlfcn.h>
@@ -1742,6 +1745,43 @@ static int check_pthread_exit(void) {
   pthread_exit(NULL);
 }
 
+/* pthread-exit-round4, pthread-exit-round4-later: a heap whose thread's first allocation came in its last
+ * round of key destructors counts as live until a sweep; main keeps 64 MiB live, frees 40 MiB (the purger
+ * starts and has reason to wait) and leaves through pthread_exit. The thread ends before main allocates
+ * (joined), or lingers 600 ms in that last round (detached), past main's exit and the purger's first wait:
+ * the purger's sweep before it waits, or a timed one, finds it gone. Before, the process never ended
+ * (SIGTERM blocked too). */
+static void allocate_in_round4_and_linger(void *v) {
+  if (++round_no == 4) {
+    char *volatile p = malloc(100);
+    memset(p, 1, 100);
+    usleep(600 * 1000);
+    free(p);
+  } else {
+    pthread_setspecific(round_key, v);
+  }
+}
+
+static int check_pthread_exit_round4(bool later) {
+  const char *name = later ? "pthread-exit-round4-later" : "pthread-exit-round4";
+  pthread_key_create(&round_key, later ? allocate_in_round4_and_linger : allocate_in_round4);
+  pthread_t t;
+  if (pthread_create(&t, NULL, round4_thread, NULL) != 0) return fprintf(stderr, "FAIL %s: thread\n", name), 1;
+  if (later) {
+    pthread_detach(t);
+    usleep(100 * 1000); /* its heap is made by now */
+  } else {
+    pthread_join(t, NULL);
+  }
+  char *big = malloc(64 << 20);
+  if (big == NULL) return fprintf(stderr, "FAIL %s: malloc\n", name), 1;
+  memset(big, 1, 64 << 20);
+  free(malloc(40 << 20));
+  printf("%s: main thread leaving\n", name);
+  fflush(stdout);
+  pthread_exit(NULL);
+}
+
 int main(int argc, char **argv) {
   /* The RSS bounds below are in 4 KiB pages: on a machine whose transparent huge pages are `always`, a
    * byte written every 64 KiB of a large block costs 2 MiB (a helper's run: `large` grew 287 MiB against
@@ -1787,11 +1827,13 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "fork-inherited-threads") == 0) return check_fork_inherited(true);
   if (argc == 2 && strcmp(argv[1], "refused") == 0) return check_refused();
   if (argc == 2 && strcmp(argv[1], "pthread-exit") == 0) return check_pthread_exit();
+  if (argc == 2 && strcmp(argv[1], "pthread-exit-round4") == 0) return check_pthread_exit_round4(false);
+  if (argc == 2 && strcmp(argv[1], "pthread-exit-round4-later") == 0) return check_pthread_exit_round4(true);
   if (argc == 2 && strcmp(argv[1], "pthread-exit-locked") == 0) return check_pthread_exit_locked();
   if (argc == 2 && strcmp(argv[1], "dying-frees") == 0) return check_dying_frees();
   if (argc == 2 && strcmp(argv[1], "heapless-left") == 0) return check_heapless_left();
   if (argc == 2 && strcmp(argv[1], "sigcancel") == 0) return check_sigcancel();
   fprintf(stderr, "usage: test_reclaim late|late-freed|round4|trim-heapless|refill|at-once|at-once-queue|trim|trim-first-pages|medium|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|orphaned|batched|calloc|fork-inherited|fork-inherited-threads|refused|\n"
-          "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel|calloc-large\n");
+          "pthread-exit|pthread-exit-locked|dying-frees|heapless-left|sigcancel|calloc-large|pthread-exit-round4|pthread-exit-round4-later\n");
   return 2;
 }
