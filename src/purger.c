@@ -26,7 +26,8 @@
  * one. A collect that leaves a deadline already past is retried one delay later, not at once (a cached
  * large mapping the kernel refused to purge, locked memory, is not tried again until it is freed again:
  * large.c). It touches nothing but the large cache and the segments' free slices, under their
- * locks. With no deadline left it waits for the next note as long as hakmem's committed memory stays
+ * locks (and the heaps of threads gone without their destructor: SWEEP_WAIT_FIRST_MS). With no deadline
+ * left it waits for the next note as long as hakmem's committed memory stays
  * over the start size and some thread with a heap lives (a free cannot start a thread, so a purger that
  * ended while a program kept memory it would free later left that memory resident once the program went
  * idle); otherwise it ends, and the next allocation after a note starts another. It must end: a process
