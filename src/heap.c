@@ -300,7 +300,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
 /* ---- Allocation slow path ------------------------------------------------------------------------ */
 
 /* A page the collection gave back while it was full, all its blocks freed by other threads (REMOTE_PURGED,
- * segment.c), off its list: its slices go back to its segment (to `releasing`'s, which may release the
+ * segment_purge.c), off its list: its slices go back to its segment (to `releasing`'s, which may release the
  * segment; NULL: kept), purged already. Its `used` blocks, the orphan target, count freed since the
  * purge (hak_segments_orphan_blocks). */
 static void retire_purged_page(hak_heap *heap, hak_page *page, hak_heap *releasing) {

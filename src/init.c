@@ -78,7 +78,7 @@ static void fork_child(void) {
   hak_heaps_after_fork_child();
   hak_purger_after_fork_child(); /* it reads what the tiers keep waiting */
   /* last, with every lock the child's own: a chain that frees a page's last blocks asks for the purger
-   * (orphaned pages, segment.c), whose lock fork_prepare took (a review: the child hung there for good) */
+   * (orphaned pages, segment_purge.c), whose lock fork_prepare took (a review: the child hung there for good) */
   hak_heaps_send_frozen_chains();
 }
 

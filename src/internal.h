@@ -116,7 +116,7 @@ enum {
   REMOTE_NOTIFIED = 2, /* page is in the full list and its owner has been notified; or its owner exited
                           (hak_page_abandon_state): no one to notify */
   REMOTE_PURGED = 3,   /* page is in the full list, other threads freed every block of it and the collection
-                          gave its memory back (segment.c: orphaned pages); the list is gone, and the owner
+                          gave its memory back (segment_purge.c: orphaned pages); the list is gone, and the owner
                           hands the page to its segment when it next looks (heap.c) */
   REMOTE_STATE_MASK = 3
 };
@@ -221,8 +221,8 @@ typedef struct hak_page {
   /* Line 3, written by other threads: the remote list. */
   _Alignas(64) _Atomic uintptr_t remote; /* remote-freed blocks, their count and the REMOTE_* state */
   /* In the full state: the remote count at which other threads have freed every live block of the page,
-   * `reserved` while its owner holds it full, its live blocks once its owner exited (segment.c, orphaned
-   * pages). Set before the CAS that enters the state. */
+   * `reserved` while its owner holds it full, its live blocks once its owner exited
+   * (segment_purge.c, orphaned pages). Set before the CAS that enters the state. */
   _Atomic uint32_t orphan_target;
 } __attribute__((aligned(256))) hak_page; /* a power of two: the page of a slice is found with a shift */
 
@@ -256,8 +256,8 @@ typedef struct hak_segment {
   bool abandoned;                    /* in the abandoned list (segment.c, under its lock) */
   /* The slice words and the purge deadline below change under slices_lock: the owner's page-level slow
    * paths take it, and so does the collection that purges every segment's due slices, the owner's
-   * included, so that a thread gone idle gets its freed slices purged too (segment.c). A zeroed mutex
-   * is a default one, and a fresh segment is zeroes. */
+   * included, so that a thread gone idle gets its freed slices purged too (segment_purge.c). A zeroed
+   * mutex is a default one, and a fresh segment is zeroes. */
   pthread_mutex_t slices_lock;
   uint64_t free_slices;              /* bit i set: slice i is free */
   uint64_t dirty_slices;             /* free slices used since their last purge */
@@ -273,13 +273,13 @@ typedef struct hak_segment {
                                         purge): taking one back teaches the slices' purge delay */
   _Atomic uint64_t purge_due_ms;     /* when dirty free slices may be purged (0: nothing pending); read
                                         without the lock to skip a segment with nothing due */
-  _Atomic uint64_t orphan_hint;      /* bit i: a remote free emptied the full page at slice i (segment.c) */
+  _Atomic uint64_t orphan_hint;      /* bit i: a remote free emptied the full page at slice i (segment_purge.c) */
   _Atomic uint64_t orphan_seen;      /* bit i: a collection found that page emptied, at orphan_seen_ms[i]
-                                        (segment.c; a free that empties it anew clears the bit) */
+                                        (segment_purge.c; a free that empties it anew clears the bit) */
   uint64_t orphan_waited;            /* bit i: a collection found that noted page full, not emptied yet
                                         (under slices_lock, as the times below) */
   uint64_t orphan_seen_ms[HAK_SLICES]; /* hak_clock_ms when a collection found page i emptied */
-  struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under segs.lock) */
+  struct hak_segment *all_next, *all_prev; /* every mapped segment (segment.c, under hak_segs.lock) */
   struct hak_segment *next, *prev;   /* in the owner's list, the abandoned list or the cache */
   /* slice -> 1 + the class of the page covering it if that class has a class cache (default builds), else
    * 0 (free slices and the header too): an owner's free of a small block reads this and no page
@@ -670,7 +670,7 @@ bool hak_page_abandon_state(hak_segment *seg, hak_page *page);
 /* The page leaves the full state (REMOTE_NORMAL, its remote list kept); returns the state it had. */
 uintptr_t hak_page_clear_full_state(hak_page *page);
 
-/* ---- Segments (segment.c) ------------------------------------------------------------------------ */
+/* ---- Segments (segment.c, segment_purge.c) ------------------------------------------------------- */
 /* A new page of class `cls` from the free slices of the heap's segments; with `add_segment`, failing
  * that, from a cached or newly mapped segment. NULL when there is no room (or no memory). */
 hak_page *hak_segment_page_alloc(hak_heap *heap, unsigned cls, bool add_segment);

@@ -261,7 +261,7 @@ void hak_page_remote_free(hak_heap *heap, hak_segment *seg, hak_page *page, hak_
   if (unlikely(page->slice_count == 0)) hak_fatal_unknown(block, true, "free of a pointer that is not an allocated block:");
   /* A segment its owner left (abandoned) has no owner to spare a CAS on a line it writes: its frees go at
    * once, so that a thread that frees an exited one's last blocks and then sleeps does not hold their
-   * pages in its chains (orphaned pages, segment.c; test_reclaim abandoned, 1,000-byte blocks: 5.8 -> 3.8 MiB left of 100) */
+   * pages in its chains (orphaned pages, segment_purge.c; test_reclaim abandoned, 1,000-byte blocks: 5.8 -> 3.8 MiB left of 100) */
   if (!HAK_REMOTE_CHAINS || heap == &hak_heap_empty || page->size_class > HAK_DIRECT_CLASS_MAX ||
       atomic_load_explicit(&seg->owner, memory_order_relaxed) == NULL) {
     push_chain(heap, seg, page, block, block, 1, true);

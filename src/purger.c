@@ -1,9 +1,9 @@
 /* purger.c — the background purger: one thread that returns freed memory to the OS once its purge delay
- * has passed — large.c's cached mappings, and the free slices of every segment (segment.c: cached,
+ * has passed — large.c's cached mappings, and the free slices of every segment (segment_purge.c: cached,
  * abandoned, and those of live threads) — so a program that goes idle after a burst gets its RSS back
  * without calling into hakmem again. While the program allocates, the threads' own maintenance passes do
  * the same work (heap.c); the purger covers the silence after, full pages whose blocks other threads all
- * freed included (orphaned pages, segment.c). Not covered: empty pages a thread has not retired yet
+ * freed included (orphaned pages, segment_purge.c). Not covered: empty pages a thread has not retired yet
  * (owner data, retired on that thread's slow paths: under 2 MiB of them, besides each class's first page,
  * since a page its owner empties past that retires at once), and pages in a thread's queues, not full,
  * that other threads' frees emptied: they wait for their owner to collect them.
@@ -45,7 +45,7 @@
  * glibc's __libc_single_threaded holds; the notes still ask for it, and the first allocation after the
  * program's first pthread_create starts it. Until it runs, the frees trim (hak_purger_trim_if_alone):
  * each tier keeps waiting for its deadline at most the larger of its bound and what its live blocks hold
- * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment.c:
+ * (large.c: the cached mappings beyond it are purged, oldest first, the newest always kept; segment_purge.c:
  * every waiting slice once the pages they hold resident pass it, measured with mincore before a trim,
  * empty pages not handed back yet not counted). A bound starts at
  * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by the trimmed memory the tier takes back within a

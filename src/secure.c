@@ -76,7 +76,7 @@ static __attribute__((noreturn)) void report_bad_block(const hak_page *page, hak
               page->size_class);
   if (off >= (uintptr_t)page->capacity * page->block_size) /* not carved yet: malloc never returned it */
     hak_fatal(not_ours, b, page->size_class);
-  /* every block of a page the collection gave back was freed (orphaned pages, segment.c): its purge
+  /* every block of a page the collection gave back was freed (orphaned pages, segment_purge.c): its purge
    * cleared the canaries too (a review: reported as an overflow) */
   if (!hak_page_given_back(page) && *hak_canary_word(page, b) != hak_canary(page, b))
     hak_fatal("heap overflow (canary overwritten) in block", b, page->size_class);

@@ -1,5 +1,5 @@
-/* exited_segments.c — what threads that exited leave behind, once other threads free it (src/segment.c,
- * "Orphaned pages" and the abandoned segments):
+/* exited_segments.c — what threads that exited leave behind, once other threads free it
+ * (src/segment_purge.c, "Orphaned pages", and src/segment.c, the abandoned segments):
  *   THREADS threads run together, each allocates COUNT blocks of SIZE bytes, writes them and exits, its
  *   segment abandoned with those blocks live; the main thread checks and frees every block, then makes no
  *   call at all. Within a few purge delays the pages come back as orphans and so must the segments: their

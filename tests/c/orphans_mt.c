@@ -1,5 +1,5 @@
 /* orphans_mt.c — the collection takes full pages whose blocks other threads freed while their owners take
- * them back (src/segment.c, "Orphaned pages"). Producers hand batches of written blocks (64-4,063 bytes, one
+ * them back (src/segment_purge.c, "Orphaned pages"). Producers hand batches of written blocks (64-4,063 bytes, one
  * size a batch) to consumers, which check every 61st byte and free them; every 16 batches a producer
  * pauses 4 ms, long enough, with HAKMEM_PURGE_DELAY_MS=1, for its emptied full pages to be given back
  * before it takes them again. Runs SECONDS (default 2). Exit 0 when no block was damaged and, on hakmem,
