@@ -36,6 +36,24 @@ def test_trims_without_a_purger(run_program, variant, case):
     assert proc.returncode == 0 and f"{case}:" in proc.stdout, describe(proc)
 
 
+@pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
+def test_trims_learn_from_a_refill_longer_than_the_delay(run_program, variant):
+    """Cycles of 1,500 blocks of 4-256 KiB, each written and all freed: the trimmed memory comes back over
+    longer than a purge delay (50 ms), and all of it counts while the program goes on allocating, so the
+    trims stop (counted within a delay of the last trim only, the bound grew by a fraction a cycle and every
+    cycle was faulted in again: the last 4 of 8 cycles took 92-132 K faults against 2-8 K). On a loaded
+    machine the cycles stretch and the delay's own deadline purges fault memory in too (under two busy
+    loops, 6-100 K), so the case passes if one of three runs does; the old rule failed every run."""
+    env = {"HAKMEM_PURGE_MODE": "dontneed", "HAKMEM_PURGE_DELAY_MS": "50"}
+    runs = []
+    for _ in range(3):
+        proc = run_program("test_one_thread", variant, args=("slow-refill",), env=env, timeout=120)
+        runs.append(proc)
+        if proc.returncode == 0:
+            break
+    assert proc.returncode == 0 and "slow-refill:" in proc.stdout, "\n".join(describe(p) for p in runs)
+
+
 @pytest.mark.parametrize("variant", ["linked", "preload"])
 def test_unrelated_reuse_keeps_the_trim_bound(run_program, variant):
     """Reusing memory that its deadline purged, not a trim, does not raise the trims' bound."""
