@@ -12,7 +12,7 @@
  * space is scarce) or reaches its entry limit, purged ones first, oldest first. The cache is
  * indexed by size (bins of a quarter power of two), so a request finds its mapping without walking it.
  * Realloc grows in place or moves the pages with mremap instead of copying; calloc from a cached mapping
- * zeroes only the pages its last blocks left resident (zero_block). */
+ * zeroes only what its last blocks reached (zero_block). */
 #include <limits.h>
 #include <pthread.h>
 #include <sys/mman.h>
@@ -503,65 +503,15 @@ static hak_large *mapping_resize(hak_large *h, size_t need) {
 #endif
 }
 
-/* Pages of a block zeroed per mincore call (zero_block): 4 MiB, its vector on the stack. */
-#define ZERO_WINDOW_PAGES 1024
-/* Shorter runs of non-resident pages are zeroed with the pages around them, faulted in once: a block
- * written on every other page left a gap per 8 KiB that every later calloc gave back with a madvise of its
- * own, 6-8x the time of a memset (a review: 600 KiB, 13-16 us -> 100-120 us a calloc). */
-#define ZERO_GAP_MIN_PAGES 16
-
-/* The bytes zero_block will memset: adjacent ranges joined, so that a resident block is one memset (in
- * 4 MiB pieces, a 128 MiB one took about twice as long: glibc's memset chooses its stores by size). */
-typedef struct zero_range {
-  uint8_t *at;
-  size_t len;
-} zero_range;
-
-static void zero_range_add(zero_range *r, uint8_t *at, size_t len) {
-  if (r->len != 0 && r->at + r->len == at) {
-    r->len += len;
-    return;
-  }
-  if (r->len != 0) memset(r->at, 0, r->len);
-  r->at = at;
-  r->len = len;
-}
-
 /* calloc from a cached mapping: zero the block's `size` bytes at `user`. What lies at or past `dirty_end`
  * from the header (the mapping's resident_end before this block) is zero already: no block reached it
- * since the mapping was made or last released with MADV_DONTNEED. Below it, the pages a block touched are
- * resident, and memset is the cheap way to zero them; runs of the others (never touched, reclaimed after
- * MADV_FREE, or swapped out, which mincore does not count as resident either) of ZERO_GAP_MIN_PAGES or
- * more get MADV_DONTNEED, which zeroes them without faulting anything in. A plain memset of a 256 MiB
- * block whose last user touched one byte a MiB faulted in all 65,536 pages (four rounds: 264 MiB resident
- * and 0.25 s, against glibc's 1.5 MiB and 3 ms; `test_reclaim calloc-large`). */
+ * since the mapping was made or last released with MADV_DONTNEED. The rest goes to hak_os_zero, which
+ * faults in no page that is not resident: a plain memset of a 256 MiB block whose last user touched one
+ * byte a MiB faulted in all 65,536 pages (four rounds: 264 MiB resident and 0.25 s, against glibc's
+ * 1.5 MiB and 3 ms; `test_reclaim calloc-large`). */
 static void zero_block(hak_large *h, uint8_t *user, size_t size, size_t dirty_end) {
   size_t off = (size_t)(user - (uint8_t *)h);
-  if (dirty_end <= off) return;
-  size_t len = dirty_end - off < size ? dirty_end - off : size;
-  unsigned char vec[ZERO_WINDOW_PAGES];
-  zero_range pending = {NULL, 0};
-  for (size_t done = 0; done < len;) {
-    size_t window = len - done < ZERO_WINDOW_PAGES * HAK_OS_PAGE ? len - done : ZERO_WINDOW_PAGES * HAK_OS_PAGE;
-    uint8_t *at = user + done;
-    size_t pages = (window + HAK_OS_PAGE - 1) / HAK_OS_PAGE; /* the last one may end past `size`: still
-                                                                * the block's, below dirty_end */
-    if (hak_os_resident(at, pages * HAK_OS_PAGE, vec) != 0) {
-      zero_range_add(&pending, at, window);
-    } else {
-      for (size_t i = 0, j; i < pages; i = j) {
-        bool resident = vec[i] & 1;
-        for (j = i + 1; j < pages && (bool)(vec[j] & 1) == resident; j++) {}
-        uint8_t *from = at + i * HAK_OS_PAGE;
-        size_t run = j == pages ? window - i * HAK_OS_PAGE : (j - i) * HAK_OS_PAGE;
-        /* locked pages refuse the madvise, but they are resident */
-        if (resident || j - i < ZERO_GAP_MIN_PAGES || hak_os_advise(from, (j - i) * HAK_OS_PAGE, MADV_DONTNEED) != 0)
-          zero_range_add(&pending, from, run);
-      }
-    }
-    done += window;
-  }
-  if (pending.len != 0) memset(pending.at, 0, pending.len);
+  if (dirty_end > off) hak_os_zero(user, dirty_end - off < size ? dirty_end - off : size);
 }
 
 void *hak_large_alloc(size_t size, size_t align, bool zero) {

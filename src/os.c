@@ -5,6 +5,8 @@
 #include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdint.h>
+#include <string.h>
 #include <sys/prctl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
@@ -186,6 +188,62 @@ int hak_os_resident(void *addr, size_t size, unsigned char *vec) {
   atomic_fetch_add_explicit(&hak_os_counters.mincore_calls, 1, memory_order_relaxed);
   int saved = errno;
   return failure(mincore(addr, size, vec) != 0, saved);
+}
+
+/* Pages zeroed per mincore call (hak_os_zero): 4 MiB, its vector on the stack. */
+#define ZERO_WINDOW_PAGES 1024
+/* Shorter runs of non-resident pages are zeroed with the pages around them, faulted in once: a block
+ * written on every other page left a gap per 8 KiB that every later calloc gave back with a madvise of its
+ * own, 6-8x the time of a memset (a review: 600 KiB, 13-16 us -> 100-120 us a calloc). From 16 pages on,
+ * a madvise costs less than a memset of the run would once it is resident. */
+#define ZERO_GAP_MIN_PAGES 16
+
+/* The bytes hak_os_zero will memset: adjacent ranges joined, so that a resident range is one memset (in
+ * 4 MiB pieces, a 128 MiB one took about twice as long: glibc's memset chooses its stores by size). */
+typedef struct zero_range {
+  uint8_t *at;
+  size_t len;
+} zero_range;
+
+static void zero_range_add(zero_range *r, uint8_t *at, size_t len) {
+  if (r->len != 0 && r->at + r->len == at) {
+    r->len += len;
+    return;
+  }
+  if (r->len != 0) memset(r->at, 0, r->len);
+  r->at = at;
+  r->len = len;
+}
+
+void hak_os_zero(void *addr, size_t size) {
+  uint8_t *at = addr, *end = at + size;
+  uint8_t *first = (uint8_t *)(((uintptr_t)at + HAK_OS_PAGE - 1) & ~(uintptr_t)(HAK_OS_PAGE - 1));
+  uint8_t *last = (uint8_t *)((uintptr_t)end & ~(uintptr_t)(HAK_OS_PAGE - 1));
+  if (last < first + ZERO_GAP_MIN_PAGES * HAK_OS_PAGE) { /* no run long enough for a madvise */
+    memset(addr, 0, size);
+    return;
+  }
+  zero_range pending = {at, (size_t)(first - at)}; /* the partial pages at both ends, whoever else holds them */
+  unsigned char vec[ZERO_WINDOW_PAGES];
+  for (uint8_t *window = first; window < last;) {
+    size_t pages = (size_t)(last - window) / HAK_OS_PAGE;
+    if (pages > ZERO_WINDOW_PAGES) pages = ZERO_WINDOW_PAGES;
+    if (hak_os_resident(window, pages * HAK_OS_PAGE, vec) != 0) {
+      zero_range_add(&pending, window, pages * HAK_OS_PAGE);
+    } else {
+      for (size_t i = 0, j; i < pages; i = j) {
+        bool resident = vec[i] & 1;
+        for (j = i + 1; j < pages && (bool)(vec[j] & 1) == resident; j++) {}
+        uint8_t *from = window + i * HAK_OS_PAGE;
+        /* locked pages refuse the madvise, but they are resident */
+        if (resident || j - i < ZERO_GAP_MIN_PAGES || hak_os_advise(from, (j - i) * HAK_OS_PAGE, MADV_DONTNEED) != 0)
+          zero_range_add(&pending, from, (j - i) * HAK_OS_PAGE);
+      }
+    }
+    window += pages * HAK_OS_PAGE;
+  }
+  zero_range_add(&pending, last, (size_t)(end - last));
+  if (pending.len != 0) memset(pending.at, 0, pending.len);
 }
 
 int hak_os_purge(void *addr, size_t size, bool lazy) {

@@ -80,6 +80,12 @@ int hak_os_resident(void *addr, size_t size, unsigned char *vec);
  *  kernel's strict overcommit (vm.overcommit_memory=2), where every writable private mapping is charged
  *  whether or not it holds pages. Read once, at the first call; later calls return that answer. */
 bool hak_os_address_space_tight(void);
+/** Zero [addr, addr+size) of a private anonymous mapping without faulting in what is not resident: the
+ *  resident pages (mincore) and short runs of others are memset, longer runs (16 pages or more) get
+ *  MADV_DONTNEED, which reads as zero afterwards (a swapped-out page too, which mincore does not count as
+ *  resident). Partial pages at both ends are memset: others may hold the rest of them. Only for memory no
+ *  other thread writes meanwhile (large.c: calloc from a cached mapping). */
+void hak_os_zero(void *addr, size_t size);
 /** Counted madvise with any advice (MADV_WILLNEED, MADV_HUGEPAGE, ...). Returns 0 or errno. */
 int hak_os_advise(void *addr, size_t size, int advice);
 /** Resize a mapping with mremap. With target NULL only in place; otherwise the pages move onto
