@@ -469,12 +469,9 @@ bool hak_purger_alone(void);
 /* The tiers that trim while no purger runs. */
 enum hak_trim_tier { HAK_TRIM_LARGE, HAK_TRIM_SLICES, HAK_TRIM_TIERS };
 /* A tier takes back memory that a trim had purged (a trimmed cached mapping or trimmed slices), of which
- * the trim found `bytes_back` bytes resident: if its last trim, or its last allocation since, was less
- * than a purge delay ago, its bound grows by them (purger.c). */
+ * the trim found `bytes_back` bytes resident: if its last trim, or the last such take-back since, was
+ * less than a purge delay ago, its bound grows by them (purger.c). */
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back);
-/* The tier hands out memory (a page's slices, a large block): while the window in which its take-backs
- * of trimmed memory count is open, this keeps it open (purger.c). */
-void hak_purger_note_take(enum hak_trim_tier tier);
 /* hakmem's committed memory may have grown (a new page or large block): ask for the purger ahead of the
  * frees once it is over the start size. The same locks as hak_purger_note. */
 void hak_purger_note_growth(void);

@@ -567,7 +567,6 @@ void *hak_large_alloc(size_t size, size_t align, bool zero) {
 #endif
   hak_counter_add(&large.allocs, 1);
   hak_counter_add(&large.alloc_bytes, h->map_size - LARGE_GUARD - off); /* the block's size, as in default builds */
-  hak_purger_note_take(HAK_TRIM_LARGE);
   live_add(h, true);
   hak_purger_note_growth(); /* a new mapping, or a cached one whose pages may have been purged */
   hak_purger_start_pending(); /* the block is the caller's already: a nested malloc cannot disturb it */

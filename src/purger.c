@@ -49,12 +49,12 @@
  * every waiting slice once the pages they hold resident pass it, measured with mincore before a trim,
  * empty pages not handed back yet not counted). A bound starts at
  * HAK_PURGER_START_BYTES and grows (up to 1 GiB) by the trimmed memory the tier takes back within a
- * purge delay of its last trim (or of the tier's last allocation since, while the program goes on
- * allocating: window_open), as the trim found it (a mapping's reach, at most the request that takes
+ * purge delay of its last trim (or of the last such take-back since: one that goes on counts whole), as
+ * the trim found it (a mapping's reach, at most the request that takes
  * it; a slice's resident pages: counted whole, a few MiB taken back raised the bound by 500 MiB in a
  * review) (hak_purger_note_refault; memory its deadline purged does not count: a review's program raised
- * the bound at every burst that way), and halves for every ten delays in which no trim found the tier
- * holding over half of it, live or waiting. So memory freed in a burst and then left alone stays resident up to the bound, not for
+ * the bound at every burst that way), and halves for every ten delays in which no trim found over half of
+ * it waiting. So memory freed in a burst and then left alone stays resident up to the bound, not for
  * good, while a program that frees and allocates the same memory in cycles stops being trimmed after its
  * first cycle (doubling the bound once per trim took three cycles of 200 MiB, each faulted in again; a
  * fixed 32 MiB made cycles of six 8 MiB blocks 17x slower, every cycle faulting them in again; with no
@@ -205,8 +205,8 @@ static void *purger_main(void *arg) {
  * trim at once, and a lost update only moves a heuristic. */
 static struct trim_bound {
   _Atomic uint64_t bytes;      /* 0: HAK_PURGER_START_BYTES */
-  /* the tier's last trim that purged something, or the last memory it handed out since, within a delay
-   * of each other; 0: none, or the window closed (window_open) */
+  /* the tier's last trim that purged something, or the last take-back of trimmed memory counted since; 0:
+   * none. A take-back within a delay of it counts (hak_purger_note_refault) */
   _Atomic uint64_t counted_ms;
   _Atomic uint64_t needed_ms;  /* the last raise, or the last trim that found over half the bound waiting */
 } bounds[HAK_TRIM_TIERS];
@@ -233,39 +233,25 @@ static uint64_t bound_now(struct trim_bound *b, uint64_t now, long delay) {
   return bytes > HAK_PURGER_START_BYTES ? bytes : HAK_PURGER_START_BYTES;
 }
 
-/* Whether the tier's take-backs count now: within a purge delay of its last trim, or of the last memory
- * it handed out since (hak_purger_note_take), which keeps the window open while the program goes on
- * allocating. Its allocations after a trim may take a while to reach the trimmed memory, and a working
- * set faulted in again over longer than a delay (a single-threaded program cycling 4,000 blocks of 4-256
- * KiB, 520 MB, whose every round's allocations take about 400 ms) raised the bound by only what came back
- * in the first 100 ms, about 45 MiB a round, and each round's frees trimmed it again: 0.92-1.08 M page
- * faults in 10 rounds, 4.6x tcmalloc's time (docs/notes/2026-11-26-cliff-hunt.md). A program that pauses
- * for a delay between its frees and its next allocations closes the window: what it takes back then, a
- * purger would have purged as well. Returns the time read (0: closed). */
-static uint64_t window_open(struct trim_bound *b, long delay) {
-  uint64_t opened = atomic_load_explicit(&b->counted_ms, memory_order_relaxed);
-  if (opened == 0) return 0;
-  uint64_t now = hak_clock_ms();
-  if (delay <= 0 || older_than(opened, now, (uint64_t)delay)) { /* its deadline was past anyway */
-    atomic_store_explicit(&b->counted_ms, 0, memory_order_relaxed);
-    return 0;
-  }
-  atomic_store_explicit(&b->counted_ms, now, memory_order_relaxed);
-  return now;
-}
-
-void hak_purger_note_take(enum hak_trim_tier tier) {
-  window_open(&bounds[tier], hak_opts.value[HAK_OPT_PURGE_DELAY_MS]);
-}
-
+/* A take-back counts within a delay of the tier's last trim, or of the last take-back counted since: a
+ * working set faulted in again over longer than a delay (a single-threaded program cycling 4,000 blocks
+ * of 4-256 KiB, 520 MB, whose every round's allocations take about 400 ms) raised the bound by only what
+ * came back in the first 100 ms, about 45 MiB a round, and each round's frees trimmed it again: 0.82-1.04
+ * M page faults in 10 rounds, 3-4x tcmalloc's time; counted through, 0.37 M (docs/notes/2026-11-26-cliff-
+ * hunt.md). Only take-backs of trimmed memory extend the window: a first version that let any allocation
+ * of the tier keep it open (a 1 MiB scratch buffer every 20 ms of a computation between cycles) made a
+ * batch loop keep its 800 MiB working set once idle, where a purger would have purged it (a review). */
 void hak_purger_note_refault(enum hak_trim_tier tier, uint64_t bytes_back) {
   struct trim_bound *b = &bounds[tier];
+  uint64_t counted = atomic_load_explicit(&b->counted_ms, memory_order_relaxed);
+  if (counted == 0) return;
+  uint64_t now = hak_clock_ms();
   long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-  uint64_t now = window_open(b, delay);
-  if (now == 0) return;
+  if (delay <= 0 || older_than(counted, now, (uint64_t)delay)) return; /* its deadline was past anyway */
   uint64_t raised = bound_now(b, now, delay) + (bytes_back < TRIM_BOUND_MAX ? bytes_back : TRIM_BOUND_MAX);
   atomic_store_explicit(&b->bytes, raised < TRIM_BOUND_MAX ? raised : TRIM_BOUND_MAX, memory_order_relaxed);
   atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
+  atomic_store_explicit(&b->counted_ms, now, memory_order_relaxed);
 }
 
 /* Trim each tier to its bound (hak_purger_trim_if_alone has decided to). */
@@ -275,14 +261,10 @@ static __attribute__((noinline)) void trim_tiers(long delay) {
                                    [HAK_TRIM_SLICES] = hak_segments_used_bytes()};
   for (int tier = 0; tier < HAK_TRIM_TIERS; tier++) {
     struct trim_bound *b = &bounds[tier];
-    /* needed while the tier holds over half of it, live or waiting: a program whose allocations between
-     * two rounds of frees took over ten delays saw its bound halved at every round's first trim */
-    uint64_t held = live[tier] + (tier == HAK_TRIM_LARGE ? hak_large_waiting_bytes() : hak_segments_waiting_bytes());
-    if (held > atomic_load_explicit(&b->bytes, memory_order_relaxed) / 2)
-      atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
     uint64_t bound = bound_now(b, now, delay), keep = live[tier] > bound ? live[tier] : bound, waiting;
     bool trimmed = tier == HAK_TRIM_LARGE ? hak_large_trim(keep, &waiting) : hak_segments_trim(keep, &waiting);
     if (trimmed) atomic_store_explicit(&b->counted_ms, now, memory_order_relaxed);
+    if (waiting > bound / 2) atomic_store_explicit(&b->needed_ms, now, memory_order_relaxed);
   }
 }
 

@@ -239,7 +239,6 @@ static hak_page *take_page(hak_heap *heap, hak_segment *seg, unsigned at, unsign
   if (purged) hak_os_recommit((size_t)__builtin_popcountll(purged) << HAK_SLICE_SHIFT);
   uint64_t trimmed = bits & seg->trimmed_slices, pages = 0;
   for (uint64_t m = trimmed; m != 0; m &= m - 1) pages += seg->slice_resident[__builtin_ctzll(m)];
-  hak_purger_note_take(HAK_TRIM_SLICES);
   if (trimmed) hak_purger_note_refault(HAK_TRIM_SLICES, pages * HAK_OS_PAGE);
   seg->trimmed_slices &= ~bits;
   uint64_t waited = bits & seg->dirty_slices;

@@ -22,9 +22,10 @@
  *          nothing is faulted in again (doubled once per trim, the bound took three or four cycles, each
  *          faulting in 70-170 MiB again).
  *   slow-refill: cycles of 1,500 blocks of 4-256 KiB (200 MB), each written and all freed, whose
- *          allocations take the trimmed memory back over longer than a purge delay: once it came back, the
- *          trims stop (counted only within a delay of the last trim, the bound grew by a fraction a cycle:
- *          every cycle faulted in again; a program cycling 520 MB took 4.6x tcmalloc's time);
+ *          allocations take the trimmed memory back over longer than a purge delay: counted as long as it
+ *          goes on coming back, the trims stop (counted only within a delay of the last trim, the bound grew
+ *          by a fraction a cycle: every cycle faulted in again; a program cycling 520 MB took 3-4x
+ *          tcmalloc's time);
  *   cut-down: a 512 MiB and a 64 MiB block written and freed (trimmed), two 2 MiB blocks taken from those
  *          mappings (cut down), then 900 blocks of 1 MiB written and freed: the bound grows by the 4 MiB
  *          taken back, not by the mappings' sizes (counted whole, it kept 550 MiB resident after the
@@ -222,7 +223,7 @@ static int check_learn(void) {
 
 /* slow-refill: cycles of 1,500 blocks of 4-256 KiB (about 200 MB), each written and all freed: each cycle's
  * frees trim, and its allocations take the trimmed memory back over longer than a purge delay (run with a
- * delay of 100 ms; about 150 ms on the AMD VM type). */
+ * delay of 50 ms; about 150 ms on the AMD VM type). */
 enum { REFILL_BLOCKS = 1500, REFILL_CYCLES = 8, REFILL_TAIL = 4 };
 
 static int check_slow_refill(void) {
