@@ -102,10 +102,12 @@ bool hak_purger_alone(void) { return hak_opts.value[HAK_OPT_BACKGROUND_PURGE] ==
 
 static uint64_t earliest(uint64_t a, uint64_t b) { return a == 0 ? b : b == 0 ? a : a < b ? a : b; }
 
-static void sleep_until(uint64_t due_ms) {
+/* Wait on purger.wake (its lock held) until `due_ms`, with SLEEP_SLACK_MS; true if the time ran out rather
+ * than a note or an exit waking the thread. */
+static bool sleep_until(uint64_t due_ms) {
   uint64_t now = hak_clock_ms();
   struct timespec until = hak_os_deadline_in((due_ms > now ? due_ms - now : 0) + SLEEP_SLACK_MS);
-  pthread_cond_timedwait(&purger.wake, &purger.lock, &until);
+  return pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == ETIMEDOUT;
 }
 
 /* Whether the thread, with no deadline left, should wait for the next note rather than end: hakmem still
@@ -169,8 +171,7 @@ static void *purger_main(void *arg) {
         sweep_wait_ms = SWEEP_WAIT_FIRST_MS;
         continue; /* it may have left no thread with a heap */
       }
-      struct timespec until = hak_os_deadline_in(sweep_wait_ms);
-      if (pthread_cond_timedwait(&purger.wake, &purger.lock, &until) == ETIMEDOUT) { /* until a note, or an exit */
+      if (sleep_until(hak_clock_ms() + sweep_wait_ms)) { /* or until a note, or an exit */
         sweep_unlocked();
         sweep_wait_ms = sweep_wait_ms * 2 < SWEEP_WAIT_MAX_MS ? sweep_wait_ms * 2 : SWEEP_WAIT_MAX_MS;
       } else {
