@@ -207,7 +207,8 @@ enum hak_option {
                                  to four times as many megabytes (once under a finite RLIMIT_AS or
                                  vm.overcommit_memory=2) and 4096 blocks; unmapped instead with
                                  HAKMEM_PURGE_MODE=free or locked memory (since 0.7.0; before, always
-                                 unmapped) */
+                                 unmapped). Besides these, each thread keeps its last freed block of
+                                 at most 4 MiB and a quarter of this for its next large malloc */
   HAK_OPT_BACKGROUND_PURGE, /**< HAKMEM_BACKGROUND_PURGE: whether a background thread purges freed large
                                  blocks and the free slices of every segment (idle threads' too) after
                                  the purge delay even while the program makes no call; started only once

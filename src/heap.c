@@ -293,6 +293,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
     purge_pending |= hak_segment_purge(seg, now, force);
   }
   heap->work_pending = purge_pending || heap->empty_slices != 0;
+  hak_large_flush_last(heap, !force); /* before the collection, which may then purge it */
   hak_segments_collect(false);
   hak_large_collect(false);
 }
@@ -688,6 +689,7 @@ static bool abandon_queue(hak_heap *heap, hak_page_queue *q) {
 }
 
 void hak_heap_retire(hak_heap *heap) {
+  hak_large_flush_last(heap, false);
   hak_remote_batches_flush(heap); /* first: a chain may be bound for this heap's own pages */
   hak_class_cache_drain(heap, false);
   hak_class_cache_fold(heap);

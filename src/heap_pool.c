@@ -241,6 +241,25 @@ void hak_heaps_sweep_dead(void) {
   errno = saved_errno;
 }
 
+bool hak_heaps_flush_large_last(bool if_seen) {
+  bool marked = false;
+  hak_large *taken[SWEEP_BATCH];
+  pthread_mutex_lock(&heaps.lock);
+  hak_heap *next = heaps.all;
+  pthread_mutex_unlock(&heaps.lock);
+  while (next != NULL) {
+    unsigned n = 0;
+    pthread_mutex_lock(&heaps.lock); /* heaps are only added at the head of `all`: `next` stays valid */
+    for (; next != NULL && n < SWEEP_BATCH; next = next->next_all) {
+      hak_large *h = hak_large_last_claim(next, if_seen, &marked);
+      if (h != NULL) taken[n++] = h;
+    }
+    pthread_mutex_unlock(&heaps.lock);
+    for (unsigned i = 0; i < n; i++) hak_large_last_cache(taken[i]); /* takes the large tier's lock */
+  }
+  return marked;
+}
+
 uint64_t hak_heaps_live(void) {
   return atomic_load_explicit(&heaps.started, memory_order_relaxed) -
          atomic_load_explicit(&heaps.exited, memory_order_relaxed);
@@ -267,6 +286,7 @@ void hak_heaps_collect(bool force) {
     if (late.heap != NULL) hak_heap_collect(late.heap, true);
     pthread_mutex_unlock(&late.lock);
   }
+  if (force) hak_heaps_flush_large_last(false);
   hak_segments_collect(force);
   hak_large_collect(force);
 }

@@ -406,6 +406,10 @@ struct hak_heap {
    * taken by a sweep). `pid`: the process that made it the thread's, so that a child made without the
    * fork handlers (_Fork, a raw clone) takes no heap of its parent's for gone. */
   pid_t pid, tid;
+  /* The thread's last freed large block, kept out of the large cache for its next large malloc (large.c,
+   * LAST_MAX); 0 if none. Bit 0: a pass has seen it there (hak_large_flush_last). */
+  _Atomic uintptr_t large_last;
+  uint32_t large_last_frees;           /* frees into large_last (the owner's count) */
   /* Written by other threads (remote frees into full pages): last, on a cache line of its own. */
   _Alignas(64) _Atomic uint64_t full_notified; /* classes whose full list got remote frees */
 };
@@ -507,6 +511,9 @@ void hak_heaps_collect(bool force);
  * tgkill(pid, tid, 0). One system call per heap in use; run by hak_collect(true) and as the heap pool
  * grows. */
 void hak_heaps_sweep_dead(void);
+/* hak_large_flush_last for every heap (`if_seen` as there); true when one was marked, so that a later
+ * pass should look again. For the purger and hak_heaps_collect(true). */
+bool hak_heaps_flush_large_last(bool if_seen);
 void hak_heaps_lock(void);
 void hak_heaps_unlock(void);
 void hak_heaps_after_fork_child(void);
@@ -708,6 +715,14 @@ void hak_large_check(const hak_large *hdr, bool freeing);
 #endif
 void *hak_large_realloc(hak_large *hdr, void *p, size_t size);
 void hak_large_collect(bool force);
+/* Move `heap`'s last freed large block (heap->large_last), if it holds one, into the large cache. With
+ * `if_seen`, only one that an earlier call saw there: one seen for the first time is marked, and the
+ * call returns true, so that the caller looks again later. Any thread may call it, for any heap. */
+bool hak_large_flush_last(hak_heap *heap, bool if_seen);
+/* hak_large_flush_last in two steps, for a caller that takes many under a lock of its own: the block to
+ * pass to hak_large_last_cache (or NULL; *marked is set where the call returns true above). */
+hak_large *hak_large_last_claim(hak_heap *heap, bool if_seen, bool *marked);
+void hak_large_last_cache(hak_large *h);
 /* Earliest purge deadline among the cached large mappings (hak_clock_ms time); 0 when none waits. */
 uint64_t hak_large_purge_due(void);
 /* Purge cached mappings, oldest first, until what the unpurged ones may hold resident is at most

@@ -142,11 +142,22 @@ static bool may_end(void) {
 #define SWEEP_WAIT_FIRST_MS 1000u
 #define SWEEP_WAIT_MAX_MS 8000u
 
-/* hak_heaps_sweep_dead from the purger, which holds purger.lock: a retired heap's exit takes it. */
+/* When a pass should look at the threads' last large blocks again (hak_heaps_flush_large_last marked one):
+ * within a delay. */
+static uint64_t look_again_ms(uint64_t now) {
+  long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
+  return now + (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS);
+}
+
+/* hak_heaps_sweep_dead from the purger, which holds purger.lock: a retired heap's exit takes it. The
+ * threads' last large blocks too: an idle thread's leaves its heap at the second sweep or pass that finds
+ * it there. */
 static void sweep_unlocked(void) {
   pthread_mutex_unlock(&purger.lock);
   hak_heaps_sweep_dead();
+  bool marked = hak_heaps_flush_large_last(true);
   pthread_mutex_lock(&purger.lock);
+  if (marked) purger.due_ms = earliest(purger.due_ms, look_again_ms(hak_clock_ms()));
 }
 
 static void *purger_main(void *arg) {
@@ -187,12 +198,13 @@ static void *purger_main(void *arg) {
     purger.due_ms = 0;
     atomic_store_explicit(&purger.sleep_until_ms, 0, memory_order_relaxed);
     pthread_mutex_unlock(&purger.lock);
+    bool marked = hak_heaps_flush_large_last(true);
     hak_large_collect(false);
     hak_segments_collect(false);
     uint64_t next = earliest(hak_large_purge_due(), hak_segments_purge_due());
     uint64_t now = hak_clock_ms();
-    long delay = hak_opts.value[HAK_OPT_PURGE_DELAY_MS];
-    if (next != 0 && next <= now) next = now + (uint64_t)(delay > 0 ? delay : SLEEP_SLACK_MS); /* no progress */
+    if (next != 0 && next <= now) next = look_again_ms(now); /* no progress */
+    if (marked) next = earliest(next, look_again_ms(now));
     pthread_mutex_lock(&purger.lock);
     purger.due_ms = earliest(purger.due_ms, next);
     atomic_store_explicit(&purger.sleep_until_ms, purger.due_ms, memory_order_relaxed);

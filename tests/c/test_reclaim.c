@@ -1680,21 +1680,22 @@ static int check_dying_frees(void) {
   pthread_exit(NULL);
 }
 
-/* heapless-left: a thread that only makes large allocations (it never gets a heap) outlives the main
- * thread, which leaves through pthread_exit with 48 MiB in the large cache waiting for the purge delay:
- * that memory must still come back while the thread lives on. */
-static sem_t worker_freed;
+/* heapless-left: a thread that only makes large allocations (it never gets a heap: the main thread frees
+ * them, since a thread's large free gives it one) outlives the main thread, which leaves through
+ * pthread_exit with 48 MiB in the large cache waiting for the purge delay: that memory must still come
+ * back while the thread lives on. */
+static sem_t worker_allocated, worker_freed;
+static char *heapless_blocks[24];
 
 static void *large_only_worker(void *arg) {
-  char *p[24];
   for (int i = 0; i < 24; i++) {
-    p[i] = malloc(2u << 20);
-    if (p[i] == NULL) return fprintf(stderr, "FAIL heapless-left: malloc\n"), exit(1), arg;
-    memset(p[i], 1, 2u << 20);
+    heapless_blocks[i] = malloc(2u << 20);
+    if (heapless_blocks[i] == NULL) return fprintf(stderr, "FAIL heapless-left: malloc\n"), exit(1), arg;
+    memset(heapless_blocks[i], 1, 2u << 20);
   }
-  for (int i = 0; i < 24; i++) free(p[i]);
+  sem_post(&worker_allocated);
+  sem_wait(&worker_freed); /* the main thread has freed them and leaves now */
   long before = rss_kib();
-  sem_post(&worker_freed); /* the main thread leaves now */
   long after = sleep_until_rss(before - (40 << 10), 3000);
   printf("heapless-left: rss %ld -> %ld KiB after the main thread left\n", before, after);
   exit(after <= before - (40 << 10) ? 0 : (fprintf(stderr, "FAIL heapless-left: the cached blocks stayed\n"), 1));
@@ -1702,10 +1703,13 @@ static void *large_only_worker(void *arg) {
 
 static int check_heapless_left(void) {
   if (large_burst() != 0) return 1; /* over 32 MiB: the purger runs */
+  sem_init(&worker_allocated, 0, 0);
   sem_init(&worker_freed, 0, 0);
   pthread_t t;
   if (pthread_create(&t, NULL, large_only_worker, NULL) != 0) return fprintf(stderr, "FAIL heapless-left: thread\n"), 1;
-  sem_wait(&worker_freed);
+  sem_wait(&worker_allocated);
+  for (int i = 0; i < 24; i++) free(heapless_blocks[i]);
+  sem_post(&worker_freed);
   pthread_exit(NULL);
 }
 
