@@ -324,7 +324,11 @@ void hak_large_cache_put(hak_large *h) {
   hak_purger_note(handed > 0 ? now : due, cached_bytes); /* delay > 0 here or the purger ignores it */
 }
 
-void hak_large_collect(bool force) { collect_at(force, hak_clock_ms()); }
+void hak_large_collect(bool force) {
+  uint64_t now = hak_clock_ms();
+  if (!force) hak_large_sweep_last(now);
+  collect_at(force, now);
+}
 
 uint64_t hak_large_purge_due(void) {
   long delay = large_delay(hak_clock_ms());

@@ -7,11 +7,15 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["reuse", "trim", "exit", "idle", "lone", "lone-hot", "fork"])
+@pytest.mark.parametrize("case", ["reuse", "trim", "exit", "idle", "idle-unswept", "lone", "lone-hot", "fork",
+                                  "fork-purger"])
 def test_last_large_block(run_program, case, variant):
-    # idle: a short delay, the purger on whatever the profile; lone, lone-hot: a short delay that the loop outlasts;
+    # idle: a short delay, the purger on whatever the profile; idle-unswept: no purger; fork-purger: the balanced
+    # profile's delay and purger; lone, lone-hot: a short delay that the loop outlasts;
     # the others: no purge by the clock during the run
     env = {"idle": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "1", "HAKMEM_PURGE_MODE": "dontneed"},
+           "idle-unswept": {"HAKMEM_PURGE_DELAY_MS": "50", "HAKMEM_BACKGROUND_PURGE": "0", "HAKMEM_PURGE_MODE": "dontneed"},
+           "fork-purger": {"HAKMEM_PURGE_DELAY_MS": "100", "HAKMEM_BACKGROUND_PURGE": "2", "HAKMEM_PURGE_MODE": "dontneed"},
            "lone": {"HAKMEM_PURGE_DELAY_MS": "20", "HAKMEM_PURGE_MODE": "dontneed"},
            "lone-hot": {"HAKMEM_PURGE_DELAY_MS": "20", "HAKMEM_PURGE_MODE": "dontneed"}}.get(
         case, {"HAKMEM_PURGE_DELAY_MS": "60000", "HAKMEM_PURGE_MODE": "dontneed"})

@@ -9,14 +9,19 @@
  *           3 MiB malloc gets the same mapping;
  *   idle:   a thread that freed a written 3.5 MiB block and then waits, with the purger running (40 MiB
  *           live), gets its pages back within a few seconds (the purger's sweeps and passes take it);
+ *   idle-unswept: with no purger (HAKMEM_BACKGROUND_PURGE=0), four threads that each freed a written
+ *           3.5 MiB block and then wait get their pages back through the main thread's calls;
  *   lone:   a single-threaded program that frees a written 3 MiB block and then allocates small blocks
  *           gets its pages back through its maintenance passes (hak_collect(false) runs one);
  *   lone-hot: a single-threaded program that freed a written 24 MiB block (to the cache) and then only
  *           loops on 2 MiB blocks (each one the thread's last) gets the 24 MiB back after the delay;
  *   fork:   a child forked while the block waits gets it for its own 2 MiB malloc, as the parent does;
+ *   fork-purger: a child forked while 192 MiB freed by its parent wait for the purge delay, and whose
+ *           large mallocs all reuse the block it inherited in its thread's slot, still starts its
+ *           purger and gives the 192 MiB back;
  *   double-free: frees a waiting block twice; must abort with the double-free report.
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_large_last reuse|trim|exit|idle|lone|lone-hot|fork|double-free */
+ * Usage: test_large_last reuse|trim|exit|idle|idle-unswept|lone|lone-hot|fork|fork-purger|double-free */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <malloc.h>
@@ -117,6 +122,10 @@ static int check_exit(void) {
 }
 
 static sem_t freed, done;
+static void *wait_done(void *arg) {
+  sem_wait(&done);
+  return arg;
+}
 static long idle_rss_freed;
 static void *free_and_wait(void *arg) {
   size_t size = 3 * MIB + MIB / 2;
@@ -208,6 +217,89 @@ static int check_lone_hot(void) {
   return 0;
 }
 
+static int check_idle_unswept(void) {
+  enum { WORKERS = 4 };
+  sem_init(&freed, 0, 0);
+  sem_init(&done, 0, 0);
+  pthread_t t[WORKERS];
+  for (int i = 0; i < WORKERS; i++) { /* one after the other: none reuses another's block */
+    if (pthread_create(&t[i], NULL, free_and_wait, NULL) != 0) return fail("idle-unswept: thread failed");
+    sem_wait(&freed);
+  }
+  long freed_at = rss_kib(), now = freed_at;
+  struct timespec t0, tn;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
+  long ms = 0;
+  static void *small[1000];
+  while (ms < 5000 && freed_at - now < WORKERS * 3 * 1024) { /* the main thread works on */
+    for (int i = 0; i < 1000; i++) small[i] = malloc(16 + (size_t)(i % 50) * 16);
+    for (int i = 0; i < 1000; i++) free(small[i]);
+    char *big = malloc(8 * MIB);
+    if (big == NULL) return fail("idle-unswept: malloc(8 MiB) failed");
+    big[0] = 1;
+    free(big);
+    sleep_ms(1);
+    now = rss_kib();
+    clock_gettime(CLOCK_MONOTONIC, &tn);
+    ms = (tn.tv_sec - t0.tv_sec) * 1000 + (tn.tv_nsec - t0.tv_nsec) / 1000000;
+  }
+  printf("idle-unswept: rss %ld KiB after %d idle threads' frees, %ld KiB after %ld ms of the main thread's calls\n",
+         freed_at, WORKERS, now, ms);
+  for (int i = 0; i < WORKERS; i++) sem_post(&done);
+  for (int i = 0; i < WORKERS; i++) pthread_join(t[i], NULL);
+  if (freed_at - now < WORKERS * 3 * 1024) return fail("idle-unswept: the idle threads' last blocks stayed resident");
+  return 0;
+}
+
+static int check_fork_purger(void) {
+  enum { BLOCKS = 3072 };
+  sem_init(&done, 0, 0);
+  pthread_t t;
+  if (pthread_create(&t, NULL, wait_done, NULL) != 0) return fail("fork-purger: thread failed");
+  char *live = malloc(40 * MIB); /* past the purger's start size */
+  static char *b[BLOCKS];
+  if (live == NULL) return fail("fork-purger: malloc failed");
+  memset(live, 1, 40 * MIB);
+  for (int i = 0; i < BLOCKS; i++) {
+    b[i] = malloc(64 << 10);
+    if (b[i] == NULL) return fail("fork-purger: malloc failed");
+    memset(b[i], 1, 64 << 10);
+  }
+  for (int i = 0; i < BLOCKS; i++) free(b[i]); /* 192 MiB waiting for the purge delay */
+  char *q = malloc(2 * MIB);
+  if (q == NULL) return fail("fork-purger: malloc failed");
+  memset(q, 1, 2 * MIB);
+  free(q); /* the thread's last block: the child's mallocs below all reuse it */
+  fflush(NULL);
+  pid_t child = fork();
+  if (child < 0) return fail("fork-purger: fork failed");
+  if (child == 0) {
+    long start = rss_kib(), now = start;
+    for (int round = 0; round < 500 && start - now < 128 * 1024; round++) {
+      for (int i = 0; i < 10; i++) {
+        char *p = malloc(2 * MIB);
+        if (p == NULL) _exit(3);
+        p[0] = 1;
+        free(p);
+      }
+      sleep_ms(10);
+      now = rss_kib();
+    }
+    char line[160];
+    int n = snprintf(line, sizeof line, "fork-purger: child's rss %ld KiB after the fork, %ld KiB later\n", start, now);
+    if (write(1, line, (size_t)n) != n) _exit(4);
+    _exit(start - now >= 128 * 1024 ? 0 : 5);
+  }
+  int status = 0;
+  waitpid(child, &status, 0);
+  sem_post(&done);
+  pthread_join(t, NULL);
+  free(live);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0)
+    return fail("fork-purger: the child kept what the parent had freed (no purger of its own)");
+  return 0;
+}
+
 static int check_fork(void) {
   char *p = malloc(2 * MIB);
   if (p == NULL) return fail("fork: malloc failed");
@@ -260,7 +352,9 @@ int main(int argc, char **argv) {
   if (!strcmp(c, "lone")) return check_lone();
   if (!strcmp(c, "lone-hot")) return check_lone_hot();
   if (!strcmp(c, "fork")) return check_fork();
+  if (!strcmp(c, "idle-unswept")) return check_idle_unswept();
+  if (!strcmp(c, "fork-purger")) return check_fork_purger();
   if (!strcmp(c, "double-free")) return check_double_free();
-  fprintf(stderr, "usage: test_large_last reuse|trim|exit|idle|lone|lone-hot|fork|double-free\n");
+  fprintf(stderr, "usage: test_large_last reuse|trim|exit|idle|idle-unswept|lone|lone-hot|fork|fork-purger|double-free\n");
   return 2;
 }
