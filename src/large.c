@@ -468,9 +468,9 @@ void hak_large_free(hak_large *h, void *p) {
   hak_counter_add(&counts.frees, 1);
   live_add(h, false);
   hak_heap *heap = hak_tls_heap;
-  if (waits_in_heap(h) && unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting();
-  if (heap != &hak_heap_empty && waits_in_heap(h)) { /* a thread past its heap's exit gets none */
-    uintptr_t prev = last_swap(heap, (uintptr_t)h);
+  if (waits_in_heap(h)) {
+    if (unlikely(heap == &hak_heap_empty)) heap = hak_heap_for_counting(); /* none past the thread's exit */
+    uintptr_t prev = heap != &hak_heap_empty ? last_swap(heap, (uintptr_t)h) : (uintptr_t)h;
     if (prev == 0) {
       /* the cache's deadlines, which a free into the cache would have looked at (unless the purger runs):
        * a lone program looping on its last block kept a freed 24 MiB one resident for good (test_large_last

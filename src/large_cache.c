@@ -71,7 +71,7 @@ static long large_delay(uint64_t now) { return hak_learned_delay_in_force(&learn
  *   400 MiB block, then a 700 MiB free) ends the holds of those past the delay and leaves them to the
  *   purger, which it wakes at once (the cache holds more than its cap until then): purged by that free
  *   itself, they took it 41-55 ms (a second review). While the purger runs, frees leave every deadline
- *   purge to it (hak_large_free);
+ *   purge to it (hak_large_cache_put);
  * - while the purger runs by the clock (not hak_purger_alone): a single-threaded program's trims bound what
  *   waits instead, and memory held past the delay went to a trim, whose refault raised the trims' bound to
  *   1 GiB of idle memory in a review's program (as it did for the learned delay, purge_delay.c). */
