@@ -355,41 +355,6 @@ static bool class_notified(hak_heap *heap, unsigned cls) {
 
 /* A page of class `cls` with free blocks, moved to the front of its queue; NULL when out of memory. The
  * caller counted the slow allocation. */
-/* Whether medium class `cls` holds no live block in this heap: no full page, and every page of its queue
- * empty as far as its owner counted (blocks freed by other threads and not collected yet count as live). */
-static bool class_unused(const hak_heap *heap, unsigned cls) {
-  if (heap->full[cls].first != NULL) return false;
-  for (const hak_page *page = heap->pages[cls].first; page != NULL; page = page->next)
-    if (page->used != 0) return false;
-  return true;
-}
-
-/* No room for a page of `cls` in the heap's segments nor in an exited thread's: before a segment is mapped
- * for it, the empty pages of medium classes that hold no live block in this heap go back to their
- * segments, first pages too, and a page is looked for again in the room they leave. Such pages otherwise
- * wait for a maintenance pass, and a heap that the purger does not cover (a lone program under 32 MiB)
- * keeps every medium class's emptied first page: strings grown by realloc, whose blocks move up the
- * medium classes one at a time, left each class's pages behind and mapped segments for the next (50
- * strings of 100 KB: 32 MiB committed and 26 MB peak RSS, now 16 and 15; glibc 8.7, mimalloc 9.4,
- * tcmalloc 25.7). Classes still in use keep their empty pages: handing back every empty page here put
- * mid_large_mt's classes in a loop of giving pages back and taking slices again (900 such growths
- * instead of 7, peak RSS 7.0 -> 9.3 MiB: docs/notes/2026-11-26-unused-classes.md). */
-static hak_page *page_from_unused_classes(hak_heap *heap, unsigned cls) {
-  bool retired = false;
-  uint64_t classes = (heap->empty_classes | heap->kept_heads) & ~(((uint64_t)2 << HAK_DIRECT_CLASS_MAX) - 1);
-  for (; classes != 0; classes &= classes - 1) {
-    unsigned c = (unsigned)__builtin_ctzll(classes);
-    if (!class_unused(heap, c)) continue;
-    for (hak_page *page = heap->pages[c].first, *next; page != NULL; page = next) {
-      next = page->next;
-      hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
-      retire_page(heap, page);
-      retired = true;
-    }
-  }
-  return retired ? hak_segment_page_alloc(heap, cls, false) : NULL;
-}
-
 static hak_page *find_page(hak_heap *heap, unsigned cls) {
   if (maintenance_due(heap)) heap_maintain(heap, false);
   uint64_t bit = (uint64_t)1 << cls;
@@ -422,7 +387,6 @@ static hak_page *find_page(hak_heap *heap, unsigned cls) {
       sched_yield();
       seg = hak_segment_reclaim_one();
     }
-    if (seg == NULL && (page = page_from_unused_classes(heap, cls)) != NULL) break;
     if (seg == NULL) {
       page = hak_segment_page_alloc(heap, cls, true);
       break;
