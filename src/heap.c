@@ -27,9 +27,9 @@
  * take a page from its segment and give it back at every malloc and free. For small classes (class
  * caches; pages of 64-256 KiB) always. For medium classes (pages up to 31 slices, blocks up to 512 KiB)
  * only up to EMPTY_HEAD_BYTES of what such pages hold resident (head_bytes), one page at least: past
- * that an emptied first page retires like any other (but with a purge delay of 0: head_stays), where
- * other classes' pages can take its slices and the purger returns it while the thread sleeps (where it
- * covers idle programs). Every pass looks at the pages kept, and a forced one (malloc_trim) retires them.
+ * that an emptied first page retires like any other, and the purger returns it while the thread sleeps
+ * (where it covers idle programs: not with a purge delay of 0). Every pass looks at the pages kept, and a
+ * forced one (malloc_trim) retires them.
  * Before, a thread that had used ten medium classes kept one block of each for good once idle: 1.4 MiB
  * per thread, 0.34 now (rounds 10 ms apart; glibc 0.13, jemalloc 0.23, tcmalloc 0.45, mimalloc 0.83:
  * `thread_footprint 64 0 medium`, docs/notes/2026-11-26-medium-first-pages.md). A class that takes a
@@ -562,16 +562,10 @@ hak_block *hak_page_tick(hak_heap *heap, hak_page *page, hak_block *block) {
 static bool head_stays(hak_heap *heap, hak_page *page, unsigned cls) {
   uint32_t others = heap->empty_head_bytes - (page->is_empty_listed == EMPTY_HEAD ? heap->empty_head_noted[cls] : 0);
   uint32_t own = head_bytes(page), kept = others + own;
-  /* Not with a purge delay of 0: each retirement would purge the page at once, and its next use fault it
-   * in again (a review: rounds 10 ms apart, 77 -> 653 us). Where no purger covers idle programs (under 32
-   * MiB, or with HAKMEM_BACKGROUND_PURGE=0) the bound holds too: the page's slices then wait in its
-   * segment, unpurged, but other classes' new pages take them. Strings grown by realloc, whose blocks
-   * move up the medium classes one at a time, kept every class's first page and mapped segments for the
-   * next (50 strings of 100 KB: 26.5 MB peak RSS, now 21.9; 30 of 100 KB: 22.6 -> 12.5; glibc 8.6 and
-   * 5.7 MB, mimalloc 9.5 and 6.5; docs/notes/2026-11-26-unused-classes.md). */
+  /* not with a purge delay of 0 (hak_purger_covers_idle is false then): each retirement would purge the
+   * page at once, and its next use fault it in again (a review: rounds 10 ms apart, 77 -> 653 us) */
   return others == 0 || kept <= EMPTY_HEAD_BYTES ||
-         ((kept <= HOT_HEAD_BYTES || own <= HOT_HEAD_SMALL) && head_is_hot(heap, cls)) ||
-         hak_opts.value[HAK_OPT_PURGE_DELAY_MS] == 0;
+         ((kept <= HOT_HEAD_BYTES || own <= HOT_HEAD_SMALL) && head_is_hot(heap, cls)) || !hak_purger_covers_idle();
 }
 
 static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {

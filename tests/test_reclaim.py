@@ -23,13 +23,13 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "trim-first-pages", "medium", "regrow", "strings", "turns", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
+@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "trim-first-pages", "medium", "regrow", "turns", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
                                   "deadline", "asleep", "sleeper", "orphaned", "abandoned", "batched", "calloc", "fork-inherited",
                                   "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):
-    # medium, regrow, strings, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;
+    # medium, regrow, large, many-large: no purge by the clock during the run, so only where memory is reused decides the result;
     # aged, idle: a short delay that the loop outlasts
-    env = {"medium": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "regrow": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "strings": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "refill": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "large": {"HAKMEM_PURGE_DELAY_MS": "60000"},
+    env = {"medium": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "regrow": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "refill": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "large": {"HAKMEM_PURGE_DELAY_MS": "60000"},
            "many-large": {"HAKMEM_PURGE_DELAY_MS": "60000", "HAKMEM_LARGE_CACHE_MB": "1024"},
            "tail": {"HAKMEM_PURGE_DELAY_MS": "60000"}, "reuse": {"HAKMEM_PURGE_DELAY_MS": "60000"},
            "aged": {"HAKMEM_PURGE_DELAY_MS": "20"}, "idle": {"HAKMEM_PURGE_DELAY_MS": "20"},

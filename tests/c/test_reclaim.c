@@ -12,11 +12,6 @@
  *           OS pages would stay resident between the new ones (that took 10 MiB of RSS instead of 3);
  *   regrow: 200 vectors grown by realloc, 256 B at a time, to 128 KiB: each class takes the slices the
  *           class below left, within the purge delay; they must not be purged and faulted in again;
- *   strings: 30 strings grown by realloc, 1-64 bytes at a time, to 100,000 bytes each: their blocks move
- *           up through the medium classes, and each class's emptied first page must go back to its
- *           segment past the heap's bound on kept first pages, where the next classes' pages take its
- *           slices, also under 32 MiB (28.1 MiB committed at the peak, almost 10 times what the strings
- *           hold, when every first page stayed; 16.1 now);
  *   turns:  blocks of two medium sizes (45,000 and 53,000 bytes) allocated and freed by turns beside a
  *           live set of 32 KiB blocks sized so that the heap's free room holds a page of one class but not
  *           both: each class must keep its emptied page, not take the other's room at every malloc (a
@@ -91,7 +86,7 @@
  *           in its last round of key destructors ended, before main left or after: its heap, which no
  *           destructor gives back, must not keep the purger waiting for good;
  * Needs hakmem (hak_stats_get_sized through dlsym); on another allocator it prints "skip" and exits 77.
- * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|strings|turns|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
+ * Usage: test_reclaim late|round4|trim|trim-first-pages|medium|regrow|turns|large|many-large|tail|aged|idle|reuse|emptied|pool|deadline|asleep|sleeper|
  *        orphaned|abandoned|abandoned-double-free SIZE [mlock]|batched|calloc|fork-inherited|fork-inherited-threads|
  *        refused|pthread-exit|pthread-exit-round4|pthread-exit-round4-later|calloc-large */
 #define _GNU_SOURCE
@@ -551,46 +546,6 @@ static int check_regrow(void) {
   for (int i = 0; i < VECTORS; i++) free(vec[i]);
   if (calls > 8) { /* each class's slices purged as the next class took them: 78 (87 hardened) */
     fprintf(stderr, "FAIL regrow: %llu madvise calls within the purge delay\n", (unsigned long long)calls);
-    return 1;
-  }
-  return 0;
-}
-
-/* ---- strings: strings grown by small appends through the medium classes ---------------------------- */
-
-static int check_strings(void) {
-  enum { STRINGS = 30, EACH = 100000 };
-  static char *str[STRINGS];
-  static size_t len[STRINGS];
-  struct hak_stats before = snap();
-  uint64_t rng = 7;
-  for (int done = 0; done < STRINGS;) {
-    done = 0;
-    for (int i = 0; i < STRINGS; i++) {
-      if (len[i] >= EACH) {
-        done++;
-        continue;
-      }
-      rng = rng * 6364136223846793005ull + 1442695040888963407ull;
-      size_t add = 1 + (size_t)(rng >> 33) % 64;
-      char *p = realloc(str[i], len[i] + add);
-      if (p == NULL) return fprintf(stderr, "FAIL strings: realloc(%zu) failed\n", len[i] + add), 1;
-      if (len[i] > 0 && (p[0] != (char)i || p[len[i] - 1] != (char)(i + len[i] - 1)))
-        return fprintf(stderr, "FAIL strings: string %d lost its contents at %zu bytes\n", i, len[i]), 1;
-      for (size_t k = len[i]; k < len[i] + add; k++) p[k] = (char)(i + k);
-      str[i] = p;
-      len[i] += add;
-    }
-  }
-  uint64_t live = 0;
-  for (int i = 0; i < STRINGS; i++) live += len[i];
-  struct hak_stats after = snap();
-  double peak = mib(after.peak_committed_bytes - before.committed_bytes), allowed = 7.0 * mib(live);
-  printf("strings: %d strings of %.1f MiB in all: %.1f MiB committed at the peak (allowed %.1f)\n", STRINGS,
-         mib(live), peak, allowed);
-  for (int i = 0; i < STRINGS; i++) free(str[i]);
-  if (peak > allowed) {
-    fprintf(stderr, "FAIL strings: %.1f MiB committed at the peak, more than %.1f\n", peak, allowed);
     return 1;
   }
   return 0;
@@ -1890,7 +1845,6 @@ int main(int argc, char **argv) {
   if (argc == 2 && strcmp(argv[1], "trim-first-pages") == 0) return check_trim_first_pages();
   if (argc == 2 && strcmp(argv[1], "medium") == 0) return check_medium();
   if (argc == 2 && strcmp(argv[1], "regrow") == 0) return check_regrow();
-  if (argc == 2 && strcmp(argv[1], "strings") == 0) return check_strings();
   if (argc == 2 && strcmp(argv[1], "turns") == 0) return check_turns();
   if (argc == 2 && strcmp(argv[1], "large") == 0) return check_large();
   if (argc == 2 && strcmp(argv[1], "tail") == 0) return check_tail();
