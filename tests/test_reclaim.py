@@ -23,7 +23,7 @@ from conftest import describe
 
 
 @pytest.mark.parametrize("variant", ["linked", "preload", "secure"])
-@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "trim-first-pages", "medium", "regrow", "turns", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
+@pytest.mark.parametrize("case", ["late", "late-freed", "round4", "trim-heapless", "refill", "at-once", "at-once-queue", "trim", "trim-first-pages", "medium", "regrow", "turns", "hot-head", "large", "many-large", "tail", "aged", "idle", "reuse", "emptied", "pool",
                                   "deadline", "asleep", "sleeper", "orphaned", "abandoned", "batched", "calloc", "fork-inherited",
                                   "fork-inherited-threads", "refused"])
 def test_memory_comes_back(run_program, case, variant):
