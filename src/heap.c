@@ -238,24 +238,41 @@ static void retire_empty_pages(hak_heap *heap, uint32_t age, bool all) {
 
 static bool head_is_hot(const hak_heap *heap, unsigned cls);
 
+/* Retire the empty first page `page` of medium class `cls`; a page the class takes again within
+ * HOT_HEAD_GAP_MS turns it hot (find_page). */
+static void retire_head(hak_heap *heap, hak_page *page, unsigned cls) {
+  heap->hot_heads &= ~((uint64_t)1 << cls);
+  heap->heads_retired |= (uint64_t)1 << cls;
+  heap->head_ms[cls] = (uint32_t)hak_clock_ms();
+  hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
+  retire_page(heap, page);
+}
+
 /* The first pages of medium classes kept empty (EMPTY_HEAD_BYTES): those in use again leave the count;
- * with `all` (a forced collection), those still empty retire; while they hold more than
- * EMPTY_HEAD_BYTES, those of classes that are not hot retire once empty for `age` slow-path events. A
- * page freed once stayed kept for good otherwise, and past HOT_HEAD_BYTES with it a hot class of blocks
- * over HOT_HEAD_SMALL retired its own page at every free and took one at every malloc (twelve 128 KiB
- * blocks freed, then a loop of 200 KB malloc+free: 375 ns a pair, glibc 44, 13 without the twelve; with
- * 40 MiB live, where the purger covers idle programs: docs/notes/2026-11-26-cold-kept-heads.md).
- * An idle thread runs no pass: what it keeps is as before. */
-static void check_kept_heads(hak_heap *heap, bool all, uint32_t age) {
+ * with `all` (a forced collection), those still empty retire. With `age_out` (a maintenance pass, every
+ * `age` slow-path events), where the bound applies (head_stays: the purger covers idle programs), while
+ * they hold more than EMPTY_HEAD_BYTES (one page alone too: the loop below had one), those of classes
+ * that are not hot retire once no block was taken from them since the counts were last flushed (every
+ * pass's collection flushes them) and they were listed empty `age` events ago. A page freed once stayed kept until
+ * malloc_trim otherwise, and past HOT_HEAD_BYTES with it a hot class of blocks over HOT_HEAD_SMALL retired
+ * its own page at every free and took one at every malloc (twelve 128 KiB blocks freed, then a loop of
+ * 200 KB malloc+free: 383 ns a pair, glibc 44, 13 without the twelve; with 40 MiB live:
+ * docs/notes/2026-11-26-cold-kept-heads.md). An idle thread runs no pass: what it keeps is as before. */
+static void check_kept_heads(hak_heap *heap, bool all, bool age_out, uint32_t age) {
+  age_out = age_out && hak_purger_covers_idle(); /* false with a purge delay of 0 too */
   for (uint64_t classes = heap->kept_heads; classes != 0; classes &= classes - 1) {
     unsigned c = (unsigned)__builtin_ctzll(classes);
     hak_page *page = heap->pages[c].first; /* a page stops being first unlisted */
+    bool untouched = page->allocs == 0; /* before the collection flushes the count */
     hak_page_collect(heap, page);
-    if (page->used != 0) unnote_empty(heap, page);
-    else if (all) retire_page(heap, page);
-    else if (heap->empty_head_bytes > EMPTY_HEAD_BYTES && !head_is_hot(heap, c) &&
-             heap->slow_events - page->empty_since >= age)
+    if (page->used != 0) {
+      unnote_empty(heap, page);
+    } else if (all) {
       retire_page(heap, page);
+    } else if (age_out && untouched && heap->empty_head_bytes > EMPTY_HEAD_BYTES && !head_is_hot(heap, c) &&
+               heap->slow_events - page->empty_since >= age) {
+      retire_head(heap, page, c);
+    }
   }
 }
 
@@ -292,7 +309,7 @@ static void heap_maintain(hak_heap *heap, bool force) {
    * program goes idle (a main thread that freed an exited worker's 60 MB: nothing retired) */
   uint32_t age = force ? 0 : heap->empty_slices >= EMPTY_SLICES_KEPT ? AUTO_INTERVAL_MIN : (uint32_t)interval;
   if (heap->empty_slices) retire_empty_pages(heap, age, force);
-  if (heap->kept_heads) check_kept_heads(heap, force, (uint32_t)interval);
+  if (heap->kept_heads) check_kept_heads(heap, force, true, (uint32_t)interval);
   /* pages set aside unfolded (rotate_queue) show in the statistics too; at most once per COUNTS_FOLD_EVENTS
    * slow paths, since it walks every page and a pass may come every AUTO_INTERVAL_MIN */
   if (heap->slow_events - heap->counts_folded_at >= COUNTS_FOLD_EVENTS) {
@@ -586,18 +603,14 @@ static void head_emptied(hak_heap *heap, hak_page *page, unsigned cls) {
    * round, 40 -> 200 ns a round) */
   bool stays = head_stays(heap, page, cls);
   if (!stays) {
-    check_kept_heads(heap, false, UINT32_MAX);
+    check_kept_heads(heap, false, false, 0);
     stays = head_stays(heap, page, cls);
   }
   if (stays) {
     note_empty(heap, page);
     return;
   }
-  heap->hot_heads &= ~((uint64_t)1 << cls);
-  heap->heads_retired |= (uint64_t)1 << cls;
-  heap->head_ms[cls] = (uint32_t)hak_clock_ms();
-  hak_page_collect(heap, page); /* its counts go to the statistics first, as in retire_empty_pages */
-  retire_page(heap, page);
+  retire_head(heap, page, cls);
 }
 
 void hak_free_local_slow(hak_heap *heap, hak_page *page, hak_block *block) {
