@@ -253,11 +253,12 @@ static void retire_head(hak_heap *heap, hak_page *page, unsigned cls) {
  * `age` slow-path events), where the bound applies (head_stays: the purger covers idle programs), while
  * they hold more than EMPTY_HEAD_BYTES (one page alone too: the loop below had one), those of classes
  * that are not hot retire once no block was taken from them since the counts were last flushed (every
- * pass's collection flushes them) and they were listed empty `age` events ago. A page freed once stayed kept until
- * malloc_trim otherwise, and past HOT_HEAD_BYTES with it a hot class of blocks over HOT_HEAD_SMALL retired
- * its own page at every free and took one at every malloc (twelve 128 KiB blocks freed, then a loop of
- * 200 KB malloc+free: 383 ns a pair, glibc 44, 13 without the twelve; with 40 MiB live:
- * docs/notes/2026-11-26-cold-kept-heads.md). An idle thread runs no pass: what it keeps is as before. */
+ * pass's collection flushes them) and they were listed empty `age` events ago. A page freed once stayed
+ * kept until malloc_trim otherwise, and past HOT_HEAD_BYTES with it a hot class of blocks over
+ * HOT_HEAD_SMALL retired its own page at every free and took one at every malloc (twelve 128 KiB blocks
+ * freed, then a loop of 200 KB malloc+free: 383 ns a pair, glibc 44, 13 without the twelve; with 40 MiB
+ * live: docs/notes/2026-11-26-cold-kept-heads.md). An idle thread runs no pass: what it keeps is as
+ * before. */
 static void check_kept_heads(hak_heap *heap, bool all, bool age_out, uint32_t age) {
   age_out = age_out && hak_purger_covers_idle(); /* false with a purge delay of 0 too */
   for (uint64_t classes = heap->kept_heads; classes != 0; classes &= classes - 1) {
