@@ -15,13 +15,14 @@
  *   turns:  blocks of two medium sizes (45,000 and 53,000 bytes) allocated and freed by turns beside a
  *           live set of 32 KiB blocks sized so that the heap's free room holds a page of one class but not
  *           both: each class must keep its emptied page, not take the other's room at every malloc (a
- *           review of a pass that was not kept: a slow path per malloc, 29 -> 380-640 ns a round, 24 us with a
- *           purge delay of 0; docs/notes/2026-11-26-unused-classes.md);
+ *           review of a pass that was not kept: a slow path per malloc, 29 -> 380-640 ns a round, 24 us
+ *           with a purge delay of 0; docs/notes/2026-11-26-unused-classes.md);
  *   hot-head: with 40 MiB live (the purger covers idle programs, so kept first pages are bounded), twelve
  *           128 KiB blocks freed once leave their class's first page kept; a loop of 200 KB malloc+free
- *           end up keeping its own class's first page (the class is hot; the cold page ages out at the
- *           heap's passes), not retire and take it again at every call for good (a review: 300,004
- *           slow-path allocations in 300,000 pairs, 375 ns a pair, glibc 44);
+ *           must end up keeping its own class's first page (the class is hot; the cold page ages out at
+ *           the heap's passes), not retire and take it again at every call for good (300,004 slow-path
+ *           allocations in 300,000 pairs, 375-383 ns a pair, glibc 44;
+ *           docs/notes/2026-11-26-cold-kept-heads.md);
  *   large:  blocks of 5..25 MiB replaced at random, one byte written every 64 KiB (the lab's big): the
  *           large cache must not pile up mappings that no request fits;
  *   many-large: cycles of 50 blocks each of 600 KiB, 1, 3 and 5 MiB, interleaved, one byte written in each,
@@ -587,7 +588,7 @@ static int check_turns(void) {
   return 0;
 }
 
-/* ---- hot-head: a hot class's first page goes before a cold class's ------------------------------- */
+/* ---- hot-head: a cold class's kept first page ages out beside a hot class ---------------------------- */
 
 static int check_hot_head(void) {
   enum { COLD = 12, PAIRS = 100000 };
